@@ -1,0 +1,83 @@
+# Makefile -- mcaptcha-cache, a Redis module (C).
+#
+#   make            build mcaptcha_cache.so
+#   make run        install what is missing (as root), build, serve on 127.0.0.1:$(PORT)
+#   make test       install test dependencies (as root), build, run unit + integration tests
+#   make install    copy the module to $(MODULEDIR)
+#
+# REDISMODULE_H=/path/to/redismodule.h uses that header instead of fetching the
+# installed server's from Debian's redis source package (scripts/fetch-redismodule-h.sh).
+
+MODULE   := mcaptcha_cache.so
+BUILD    := build
+PORT     ?= 6379
+PYTHON   := /usr/bin/python3
+MODULEDIR ?= /usr/lib/redis/modules
+REDISMODULE_H ?= $(BUILD)/include/redismodule.h
+
+CC       ?= cc
+WARN     := -Wall -Wextra -Werror -Wno-missing-field-initializers -Wstrict-prototypes
+CFLAGS   ?= -O2 -g
+ALL_CFLAGS := -std=gnu11 $(WARN) -fno-common -fPIC $(CFLAGS)
+LDLIBS   := -ljansson
+
+CORE_SRC := src/alloc.c src/bucket.c src/captcha.c src/keyslot.c
+GLUE_SRC := src/module.c src/captcha_type.c src/captcha_cmd.c src/cmdinfo.c
+CORE_OBJ := $(CORE_SRC:src/%.c=$(BUILD)/%.o)
+GLUE_OBJ := $(GLUE_SRC:src/%.c=$(BUILD)/%.o)
+UNIT_TESTS := $(BUILD)/test_bucket $(BUILD)/test_captcha
+
+.PHONY: all run test unit integration install clean deps-build deps-run deps-test
+
+all: $(MODULE)
+
+deps-build:
+	@sh scripts/deps.sh build
+deps-run:
+	@sh scripts/deps.sh build run
+deps-test:
+	@sh scripts/deps.sh build test
+
+$(BUILD)/include/redismodule.h:
+	@mkdir -p $(BUILD)/include
+	sh scripts/fetch-redismodule-h.sh $@
+
+$(BUILD)/%.o: src/%.c
+	@mkdir -p $(BUILD)
+	$(CC) $(ALL_CFLAGS) -MMD -MP -isystem $(dir $(REDISMODULE_H)) -c $< -o $@
+
+$(GLUE_OBJ): | $(REDISMODULE_H)
+
+$(MODULE): $(CORE_OBJ) $(GLUE_OBJ)
+	$(CC) -shared -o $@ $^ $(LDLIBS)
+
+# Unit tests: the pure cores with cmocka, no Redis.
+$(BUILD)/test_%: tests/unit/test_%.c $(CORE_SRC) src/*.h
+	@mkdir -p $(BUILD)
+	$(CC) -std=gnu11 $(WARN) -g -O1 -Isrc $< $(CORE_SRC) -o $@ -ljansson -lcmocka
+
+unit: $(UNIT_TESTS)
+	@for t in $(UNIT_TESTS); do echo "== $$t"; $$t || exit 1; done
+
+integration: $(MODULE)
+	MCAPTCHA_MODULE=$(CURDIR)/$(MODULE) $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration
+
+test: deps-test
+	@$(MAKE) --no-print-directory $(MODULE) unit integration
+
+run: deps-run
+	@$(MAKE) --no-print-directory $(MODULE)
+	@mkdir -p data
+	redis-server --bind 127.0.0.1 --port $(PORT) --dir $(CURDIR)/data \
+	    --appendonly yes --appendfsync everysec \
+	    --loadmodule $(CURDIR)/$(MODULE)
+
+install: $(MODULE)
+	install -d $(DESTDIR)$(MODULEDIR)
+	install -m 0644 $(MODULE) $(DESTDIR)$(MODULEDIR)/$(MODULE)
+	@echo "Add to redis.conf:  loadmodule $(MODULEDIR)/$(MODULE)"
+
+clean:
+	rm -rf $(BUILD)/*.o $(BUILD)/*.d $(BUILD)/test_* $(MODULE)
+
+-include $(wildcard $(BUILD)/*.d)

@@ -1,0 +1,30 @@
+#!/bin/sh
+# deps.sh GROUP... -- install the Debian packages a make target needs, when missing.
+# Groups: build, run, test, bench, fuzz. Installs only as root; otherwise says what is missing.
+set -eu
+pkgs=
+for g in "$@"; do
+    case "$g" in
+        build) pkgs="$pkgs gcc make libc6-dev libjansson-dev pkg-config redis-server ca-certificates" ;;
+        run)   pkgs="$pkgs redis-server redis-tools" ;;
+        test)  pkgs="$pkgs redis-server redis-tools python3 python3-pytest python3-redis libcmocka-dev valgrind" ;;
+        bench) pkgs="$pkgs redis-server redis-tools gnuplot-nox nodejs npm python3" ;;
+        fuzz)  pkgs="$pkgs clang libclang-rt-14-dev" ;;
+        *) echo "deps.sh: unknown group $g" >&2; exit 2 ;;
+    esac
+done
+missing=
+for p in $pkgs; do
+    case " $missing " in *" $p "*) continue ;; esac
+    dpkg-query -W -f '${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+if [ "$(id -u)" != 0 ]; then
+    echo "deps.sh: missing Debian packages:$missing (run as root, or install them)" >&2
+    exit 1
+fi
+echo "deps.sh: installing$missing"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq >/dev/null
+# shellcheck disable=SC2086
+apt-get install -y -qq --no-install-recommends $missing >/dev/null

@@ -1,0 +1,25 @@
+/* errors.h -- every error reply the module sends.
+ *
+ * Each starts with an error code (ERR, WRONGTYPE), except the three bare
+ * messages whose exact bytes the mCaptcha protocol fixes: its client compares
+ * them (../shared/reference/mcaptcha-protocol.md, "Commands"). */
+#ifndef MC_ERRORS_H
+#define MC_ERRORS_H
+
+/* Bare, fixed by the mCaptcha protocol. */
+#define ERR_CAPTCHA_NOT_FOUND "Captcha not found"
+#define ERR_CHALLENGE_NOT_FOUND "Challenge not found"
+#define ERR_CHALLENGE_EXISTS "Challenge already exists"
+
+#define ERR_CAPTCHA_EXISTS "ERR captcha already exists"
+#define ERR_TARGET_EXISTS "ERR target captcha already exists"
+#define ERR_NAME_SLOT \
+    "ERR the captcha name maps to another hash slot than its key; use a name without '{' and '}'"
+#define ERR_COUNT_FULL "ERR visitor count limit reached (4294967295 visits in one time slot)"
+#define ERR_NOMEM "ERR out of memory"
+#define ERR_NO_CAPTCHA_KEY "ERR no captcha at this key"
+#define ERR_BAD_TIME "ERR time must be an integer number of Unix milliseconds from 0 to 2^48"
+#define ERR_BAD_STATE "ERR invalid captcha state: "
+#define ERR_SYNTAX "ERR syntax error"
+
+#endif
