@@ -39,7 +39,7 @@ static int level_cmp(const void *a, const void *b) {
 static json_t *parse_json(const char *text, size_t len, int *json_error, char *errbuf,
                           size_t errbuf_len, const char **err) {
     json_error_t jerr;
-    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
     if (root == NULL) {
         *json_error = 1;
         snprintf(errbuf, errbuf_len, "invalid JSON: %s at position %d", jerr.text, jerr.position);
