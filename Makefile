@@ -22,7 +22,7 @@ ALL_CFLAGS := -std=gnu11 $(WARN) -fno-common -fPIC $(CFLAGS)
 LDLIBS   := -ljansson
 
 CORE_SRC := src/alloc.c src/bucket.c src/captcha.c src/keyslot.c
-GLUE_SRC := src/module.c src/captcha_type.c src/captcha_cmd.c src/cmdinfo.c
+GLUE_SRC := src/module.c src/captcha_type.c src/captcha_cmd.c src/cmdinfo.c src/legacy_type.c
 CORE_OBJ := $(CORE_SRC:src/%.c=$(BUILD)/%.o)
 GLUE_OBJ := $(GLUE_SRC:src/%.c=$(BUILD)/%.o)
 UNIT_TESTS := $(BUILD)/test_bucket $(BUILD)/test_captcha

@@ -41,6 +41,7 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) 
 
     mc_cluster_enabled = (RedisModule_GetContextFlags(ctx) & REDISMODULE_CTX_FLAGS_CLUSTER) != 0;
     if (captcha_type_register(ctx) == REDISMODULE_ERR) return REDISMODULE_ERR;
+    if (legacy_type_register(ctx) == REDISMODULE_ERR) return REDISMODULE_ERR;
     if (captcha_cmd_register(ctx) == REDISMODULE_ERR) return REDISMODULE_ERR;
     RedisModule_Log(ctx, "notice", "mcaptcha_cache %s loaded (clock: %s)", MODULE_VERSION_STRING,
                     cached_microseconds ? "CachedMicroseconds" : "Milliseconds");

@@ -54,6 +54,7 @@ void captcha_free_args(RedisModuleString **argv, size_t n);
 /* Parse those arguments; NULL and a message (no ERR code) in *err on failure. */
 struct captcha *captcha_from_args(RedisModuleString **argv, int argc, const char **err);
 int captcha_cmd_register(RedisModuleCtx *ctx);
+int legacy_type_register(RedisModuleCtx *ctx);
 
 /* Attach COMMAND DOCS metadata (summary, arity, key specs, arguments) to the
  * command called `name`. Returns REDISMODULE_OK/ERR. */
