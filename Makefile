@@ -27,7 +27,11 @@ CORE_OBJ := $(CORE_SRC:src/%.c=$(BUILD)/%.o)
 GLUE_OBJ := $(GLUE_SRC:src/%.c=$(BUILD)/%.o)
 UNIT_TESTS := $(BUILD)/test_bucket $(BUILD)/test_captcha
 
-.PHONY: all run test unit integration install clean deps-build deps-run deps-test
+ASAN_DIR := $(BUILD)/asan
+ASAN_MODULE := $(ASAN_DIR)/$(MODULE)
+ASAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
+
+.PHONY: all run test unit unit-valgrind integration integration-asan install clean deps-build deps-run deps-test
 
 all: $(MODULE)
 
@@ -58,6 +62,27 @@ $(BUILD)/test_%: tests/unit/test_%.c $(CORE_SRC) src/*.h
 
 unit: $(UNIT_TESTS)
 	@for t in $(UNIT_TESTS); do echo "== $$t"; $$t || exit 1; done
+
+# The unit tests again under valgrind: any error or leak fails.
+unit-valgrind: $(UNIT_TESTS)
+	@for t in $(UNIT_TESTS); do echo "== valgrind $$t"; \
+	    valgrind -q --error-exitcode=3 --leak-check=full --errors-for-leak-kinds=definite,indirect $$t >/dev/null || exit 1; done
+
+# The module built with ASan + UBSan, loaded into redis-server with the runtimes preloaded.
+$(ASAN_DIR)/%.o: src/%.c | $(REDISMODULE_H)
+	@mkdir -p $(ASAN_DIR)
+	$(CC) -std=gnu11 $(WARN) -fno-common -fPIC $(ASAN_FLAGS) -isystem $(dir $(REDISMODULE_H)) -c $< -o $@
+
+$(ASAN_MODULE): $(CORE_SRC:src/%.c=$(ASAN_DIR)/%.o) $(GLUE_SRC:src/%.c=$(ASAN_DIR)/%.o)
+	$(CC) -shared $(ASAN_FLAGS) -o $@ $^ $(LDLIBS)
+
+integration-asan: $(ASAN_MODULE)
+	@rm -rf $(ASAN_DIR)/reports
+	MCAPTCHA_MODULE=$(CURDIR)/$(ASAN_MODULE) REDIS_SERVER=$(CURDIR)/scripts/redis-server-sanitized.sh \
+	    SANITIZER_REPORT_DIR=$(CURDIR)/$(ASAN_DIR)/reports \
+	    $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration
+	@if ls $(ASAN_DIR)/reports/* >/dev/null 2>&1; then echo "sanitizer reports:"; cat $(ASAN_DIR)/reports/*; exit 1; fi
+	@echo "integration-asan: no sanitizer reports"
 
 integration: $(MODULE)
 	MCAPTCHA_MODULE=$(CURDIR)/$(MODULE) $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration
