@@ -135,6 +135,21 @@ uint64_t lb_empty_at(const lbucket *b, uint64_t now_ms) {
     return e <= now ? 0 : e;
 }
 
+uint64_t lb_fits_at(const lbucket *b, uint64_t now_ms, uint64_t limit, uint64_t cost) {
+    if (cost > limit) return UINT64_MAX;
+    uint64_t now = effective_now(b, now_ms);
+    uint64_t count = lb_count(b, now);
+    if (count + cost <= limit) return now;
+    uint64_t need = count + cost - limit, freed = 0;
+    for (uint64_t s = b->tail; s <= b->head; s++) {
+        uint64_t e = slot_expiry(b, s);
+        if (e <= now) continue; /* already gone from count */
+        freed += b->ring[s % b->nslots];
+        if (freed >= need) return e;
+    }
+    return slot_expiry(b, b->head); /* not reached: everything leaves by then */
+}
+
 size_t lb_mem_usage(const lbucket *b) {
     return sizeof(*b) + (b->ring ? (size_t)b->nslots * sizeof(uint32_t) : 0);
 }

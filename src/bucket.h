@@ -86,6 +86,11 @@ uint64_t lb_next_expiry(const lbucket *b, uint64_t now_ms);
 /* The time (Unix ms) at which every hit counting at now_ms has left, or 0 when empty. */
 uint64_t lb_empty_at(const lbucket *b, uint64_t now_ms);
 
+/* The earliest time (Unix ms, >= the effective now) at which lb_count() + cost
+ * <= limit, i.e. when `cost` more hits fit under `limit`; UINT64_MAX when they
+ * never can (cost > limit). */
+uint64_t lb_fits_at(const lbucket *b, uint64_t now_ms, uint64_t limit, uint64_t cost);
+
 /* Bytes of memory used, the struct itself included. */
 size_t lb_mem_usage(const lbucket *b);
 

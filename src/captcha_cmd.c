@@ -84,6 +84,21 @@ static int open_typed_or_reply(RedisModuleCtx *ctx, RedisModuleString *keyname, 
     return 0;
 }
 
+/* The captcha commands declare the *name* as their key, which never exists as a
+ * Redis key, so while its slot migrates the cluster sends every call to the
+ * importing node (ASK). There a missing derived key may still be on the source:
+ * reply TRYAGAIN (the client retries) rather than "not found" or creating a
+ * second copy. Returns 1 when it replied. Outside a cluster, or when this node
+ * owns the slot, a missing key is simply missing. */
+static int missing_elsewhere_or_reply(RedisModuleCtx *ctx, RedisModuleString *name) {
+    if (!mc_cluster_enabled) return 0;
+    size_t len;
+    const char *n = RedisModule_StringPtrLen(name, &len);
+    if (mc_slot_is_mine(ctx, keyslot_of(n, len))) return 0;
+    RedisModule_ReplyWithError(ctx, ERR_TRYAGAIN);
+    return 1;
+}
+
 /* Reply "ERR <msg>". */
 static int reply_err(RedisModuleCtx *ctx, const char *msg) {
     char buf[512];
@@ -118,6 +133,8 @@ static int AddCaptcha_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv
     if (open_typed_or_reply(ctx, keyname, REDISMODULE_READ | REDISMODULE_WRITE, CaptchaType, &key, &empty) != 0) goto out;
     if (!empty) {
         RedisModule_ReplyWithError(ctx, ERR_CAPTCHA_EXISTS);
+    } else if (missing_elsewhere_or_reply(ctx, argv[1])) {
+        /* replied TRYAGAIN */
     } else {
         size_t len;
         const char *json = RedisModule_StringPtrLen(argv[2], &len);
@@ -149,7 +166,7 @@ static int AddVisitor_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv
     RedisModuleKey *key;
     if (open_typed_or_reply(ctx, keyname, REDISMODULE_READ | REDISMODULE_WRITE, CaptchaType, &key, &empty) != 0) goto out;
     if (empty) {
-        RedisModule_ReplyWithError(ctx, ERR_CAPTCHA_NOT_FOUND);
+        if (!missing_elsewhere_or_reply(ctx, argv[1])) RedisModule_ReplyWithError(ctx, ERR_CAPTCHA_NOT_FOUND);
     } else {
         captcha *c = RedisModule_ModuleTypeGetValue(key);
         uint64_t count;
@@ -180,7 +197,7 @@ static int Get_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int a
     RedisModuleKey *key;
     if (open_typed_or_reply(ctx, keyname, REDISMODULE_READ, CaptchaType, &key, &empty) != 0) goto out;
     if (empty) {
-        RedisModule_ReplyWithError(ctx, ERR_CAPTCHA_NOT_FOUND);
+        if (!missing_elsewhere_or_reply(ctx, argv[1])) RedisModule_ReplyWithError(ctx, ERR_CAPTCHA_NOT_FOUND);
     } else {
         captcha *c = RedisModule_ModuleTypeGetValue(key);
         RedisModule_ReplyWithLongLong(ctx, (long long)lb_count(&c->visits, mc_now_ms()));
@@ -201,7 +218,7 @@ static int CaptchaExists_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **a
     int empty;
     RedisModuleKey *key;
     if (open_typed_or_reply(ctx, keyname, REDISMODULE_READ, CaptchaType, &key, &empty) == 0) {
-        RedisModule_ReplyWithLongLong(ctx, empty ? 1 : 0);
+        if (!empty || !missing_elsewhere_or_reply(ctx, argv[1])) RedisModule_ReplyWithLongLong(ctx, empty ? 1 : 0);
         RedisModule_CloseKey(key);
     }
     RedisModule_FreeString(ctx, keyname);
@@ -217,7 +234,7 @@ static int DeleteCaptcha_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **a
     RedisModuleKey *key;
     if (open_typed_or_reply(ctx, keyname, REDISMODULE_READ | REDISMODULE_WRITE, CaptchaType, &key, &empty) == 0) {
         if (empty) {
-            RedisModule_ReplyWithError(ctx, ERR_CAPTCHA_NOT_FOUND);
+            if (!missing_elsewhere_or_reply(ctx, argv[1])) RedisModule_ReplyWithError(ctx, ERR_CAPTCHA_NOT_FOUND);
         } else {
             RedisModule_DeleteKey(key);
             RedisModule_Replicate(ctx, "DEL", "s", keyname);
@@ -246,7 +263,7 @@ static int RenameCaptcha_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **a
     if (open_typed_or_reply(ctx, oldname, REDISMODULE_READ | REDISMODULE_WRITE, CaptchaType, &from, &old_empty) != 0)
         goto out;
     if (old_empty) {
-        RedisModule_ReplyWithSimpleString(ctx, "OK");
+        if (!missing_elsewhere_or_reply(ctx, argv[1])) RedisModule_ReplyWithSimpleString(ctx, "OK");
         goto out;
     }
     if (RedisModule_StringCompare(oldname, newname) == 0) {
@@ -258,6 +275,7 @@ static int RenameCaptcha_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **a
         RedisModule_ReplyWithError(ctx, ERR_TARGET_EXISTS);
         goto out;
     }
+    if (missing_elsewhere_or_reply(ctx, argv[2])) goto out;
     captcha *moved = captcha_dup(RedisModule_ModuleTypeGetValue(from));
     if (moved == NULL) {
         RedisModule_ReplyWithError(ctx, ERR_NOMEM);
@@ -299,6 +317,8 @@ static int AddChallenge_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **ar
     if (open_typed_or_reply(ctx, keyname, REDISMODULE_READ | REDISMODULE_WRITE, ChallengeType, &key, &empty) == 0) {
         if (!empty) {
             RedisModule_ReplyWithError(ctx, ERR_CHALLENGE_EXISTS);
+        } else if (missing_elsewhere_or_reply(ctx, argv[1])) {
+            /* replied TRYAGAIN */
         } else {
             challenge *v = RedisModule_Alloc(sizeof(*v));
             *v = ch;
@@ -327,7 +347,7 @@ static int take_challenge(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
     RedisModuleKey *key;
     if (open_typed_or_reply(ctx, keyname, REDISMODULE_READ | REDISMODULE_WRITE, ChallengeType, &key, &empty) == 0) {
         if (empty) {
-            RedisModule_ReplyWithError(ctx, ERR_CHALLENGE_NOT_FOUND);
+            if (!missing_elsewhere_or_reply(ctx, argv[1])) RedisModule_ReplyWithError(ctx, ERR_CHALLENGE_NOT_FOUND);
         } else {
             challenge *ch = RedisModule_ModuleTypeGetValue(key);
             if (reply_value) {
@@ -386,8 +406,8 @@ static int VisitAt_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, i
     return REDISMODULE_OK;
 }
 
-/* MCAPTCHA_CACHE.CAPTCHA_SET <key> <duration s> <last ms> <nlevels> [<threshold> <difficulty>]...
- *                            <nslots> [<slot> <count>]...
+/* MCAPTCHA_CACHE.CAPTCHA_SET <key> <duration s> <nlevels> [<threshold> <difficulty>]...
+ *                            <last ms> <nslots> [<slot> <count>]...
  * Replaces <key> with exactly this captcha state (AOF rewrite, replication). */
 static int CaptchaSet_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc < 8) return RedisModule_WrongArity(ctx);

@@ -4,10 +4,10 @@
  * internal MCAPTCHA_CACHE.CAPTCHA_SET command carries (AOF and replication).
  *
  * RDB layouts (every integer with RedisModule_SaveUnsigned):
- *   captcha, encver 1: duration_s, last_ms, nlevels, nlevels x (threshold,
- *     difficulty), nslots, nslots x (slot number, count) -- the non-zero slots of
- *     the leaky bucket, oldest first; absolute times, so the state means the same
- *     on any node at any time.
+ *   captcha, encver 1: duration_s, nlevels, nlevels x (threshold, difficulty),
+ *     then the leaky bucket (bucket_io.c): last_ms, nslots, nslots x (slot
+ *     number, count) -- its non-zero slots, oldest first; absolute times, so the
+ *     state means the same on any node at any time.
  *   challenge, encver 1: difficulty_factor, duration_s (the key's TTL is kept by
  *     Redis itself as an absolute time).
  *   encver 0 of both: the original Rust module's JSON (RedisModule_SaveStringBuffer),
@@ -17,50 +17,29 @@
  * value is freed, and an unknown encver is refused. */
 #include <string.h>
 
+#include "bucket_io.h"
 #include "captcha.h"
 #include "errors.h"
 #include "module.h"
 
 /* ==== Captcha state as command arguments ==== */
 
-typedef struct argv_builder {
-    RedisModuleString **argv;
-    size_t n;
-} argv_builder;
-
-static void push_ll(argv_builder *ab, long long v) {
-    ab->argv[ab->n++] = RedisModule_CreateStringFromLongLong(NULL, v);
-}
-
-static void push_slot(uint64_t slot, uint32_t count, void *priv) {
-    push_ll(priv, (long long)slot);
-    push_ll(priv, (long long)count);
-}
-
-static void count_slot(uint64_t slot, uint32_t count, void *priv) {
-    (void)slot;
-    (void)count;
-    (*(size_t *)priv)++;
-}
-
 /* The arguments after the key of a CAPTCHA_SET that rebuilds `c` exactly:
- * duration_s last_ms nlevels [threshold difficulty]... nslots [slot count]...
+ * duration_s nlevels [threshold difficulty]... last_ms nslots [slot count]...
  * Returns a RedisModule_Alloc'ed array of *n strings; free with captcha_free_args. */
 RedisModuleString **captcha_state_args(const captcha *c, size_t *n) {
-    size_t nslots = 0;
-    lb_foreach_slot(&c->visits, count_slot, &nslots);
-    argv_builder ab = {RedisModule_Alloc(sizeof(RedisModuleString *) * (4 + 2 * c->nlevels + 2 * nslots)), 0};
-    push_ll(&ab, c->duration_s);
-    push_ll(&ab, (long long)c->visits.last_ms);
-    push_ll(&ab, c->nlevels);
+    size_t cap = 2 + 2 * (size_t)c->nlevels + 2 + 2 * bucket_nonzero_slots(&c->visits);
+    RedisModuleString **argv = RedisModule_Alloc(sizeof(*argv) * cap);
+    size_t at = 0;
+    argv[at++] = RedisModule_CreateStringFromLongLong(NULL, c->duration_s);
+    argv[at++] = RedisModule_CreateStringFromLongLong(NULL, c->nlevels);
     for (uint32_t i = 0; i < c->nlevels; i++) {
-        push_ll(&ab, c->levels[i].visitor_threshold);
-        push_ll(&ab, c->levels[i].difficulty_factor);
+        argv[at++] = RedisModule_CreateStringFromLongLong(NULL, c->levels[i].visitor_threshold);
+        argv[at++] = RedisModule_CreateStringFromLongLong(NULL, c->levels[i].difficulty_factor);
     }
-    push_ll(&ab, (long long)nslots);
-    lb_foreach_slot(&c->visits, push_slot, &ab);
-    *n = ab.n;
-    return ab.argv;
+    at += bucket_args_fill(&c->visits, argv + at);
+    *n = at;
+    return argv;
 }
 
 void captcha_free_args(RedisModuleString **argv, size_t n) {
@@ -78,18 +57,14 @@ static int arg_u64(RedisModuleString *s, uint64_t max, uint64_t *out) {
 /* Build a captcha from CAPTCHA_SET's arguments (those after the key). On
  * failure returns NULL and points *err at a message (without the ERR code). */
 captcha *captcha_from_args(RedisModuleString **argv, int argc, const char **err) {
-    uint64_t duration, last, nlevels, nslots;
+    uint64_t duration, nlevels;
     *err = "wrong number of arguments";
-    if (argc < 4) return NULL;
+    if (argc < 6) return NULL;
     if (arg_u64(argv[0], CAPTCHA_MAX_DURATION_S, &duration) || duration == 0) {
         *err = "duration_s must be an integer from 1 to 4294967295";
         return NULL;
     }
-    if (arg_u64(argv[1], LB_MAX_TIME_MS, &last)) {
-        *err = "last_ms must be an integer from 0 to 2^48";
-        return NULL;
-    }
-    if (arg_u64(argv[2], CAPTCHA_MAX_LEVELS, &nlevels) || nlevels == 0) {
+    if (arg_u64(argv[1], CAPTCHA_MAX_LEVELS, &nlevels) || nlevels == 0) {
         *err = "nlevels must be an integer from 1 to 128";
         return NULL;
     }
@@ -97,61 +72,38 @@ captcha *captcha_from_args(RedisModuleString **argv, int argc, const char **err)
     captcha_level levels[CAPTCHA_MAX_LEVELS];
     for (uint64_t i = 0; i < nlevels; i++) {
         uint64_t th, df;
-        if (arg_u64(argv[3 + 2 * i], UINT32_MAX, &th) || arg_u64(argv[4 + 2 * i], UINT32_MAX, &df)) {
+        if (arg_u64(argv[2 + 2 * i], UINT32_MAX, &th) || arg_u64(argv[3 + 2 * i], UINT32_MAX, &df)) {
             *err = "levels must be integers from 0 to 4294967295";
             return NULL;
         }
         levels[i].visitor_threshold = (uint32_t)th;
         levels[i].difficulty_factor = (uint32_t)df;
     }
-    int at = 3 + 2 * (int)nlevels;
-    if (arg_u64(argv[at], LB_MAX_SLOTS, &nslots)) {
-        *err = "nslots must be an integer from 0 to 1000";
-        return NULL;
-    }
-    if ((uint64_t)argc != (uint64_t)at + 1 + 2 * nslots) return NULL;
     captcha *c = NULL;
     const char *verr = captcha_new((uint32_t)duration, levels, (uint32_t)nlevels, &c);
     if (verr) {
         *err = verr;
         return NULL;
     }
-    *err = "slots must be ascending, non-zero, not after last_ms and within one duration";
-    if (lb_restore_begin(&c->visits, last) != LB_OK) goto fail;
-    for (uint64_t i = 0; i < nslots; i++) {
-        uint64_t slot, count;
-        if (arg_u64(argv[at + 1 + 2 * i], LB_MAX_TIME_MS, &slot) ||
-            arg_u64(argv[at + 2 + 2 * i], UINT32_MAX, &count))
-            goto fail;
-        if (lb_restore_slot(&c->visits, slot, (uint32_t)count) != LB_OK) goto fail;
+    int at = 2 + 2 * (int)nlevels;
+    if (bucket_args_parse(&c->visits, argv + at, argc - at, err) != 0) {
+        captcha_free(c);
+        return NULL;
     }
-    if (lb_restore_end(&c->visits) != LB_OK) goto fail;
     return c;
-fail:
-    captcha_free(c);
-    return NULL;
 }
 
 /* ==== Captcha type callbacks ==== */
 
-static void save_slot(uint64_t slot, uint32_t count, void *priv) {
-    RedisModule_SaveUnsigned(priv, slot);
-    RedisModule_SaveUnsigned(priv, count);
-}
-
 static void CaptchaRdbSave(RedisModuleIO *rdb, void *value) {
     captcha *c = value;
-    size_t nslots = 0;
-    lb_foreach_slot(&c->visits, count_slot, &nslots);
     RedisModule_SaveUnsigned(rdb, c->duration_s);
-    RedisModule_SaveUnsigned(rdb, c->visits.last_ms);
     RedisModule_SaveUnsigned(rdb, c->nlevels);
     for (uint32_t i = 0; i < c->nlevels; i++) {
         RedisModule_SaveUnsigned(rdb, c->levels[i].visitor_threshold);
         RedisModule_SaveUnsigned(rdb, c->levels[i].difficulty_factor);
     }
-    RedisModule_SaveUnsigned(rdb, nslots);
-    lb_foreach_slot(&c->visits, save_slot, rdb);
+    bucket_rdb_save(rdb, &c->visits);
 }
 
 /* Read one unsigned, failing the load on an I/O error or a value above max. */
@@ -164,10 +116,9 @@ static void CaptchaRdbSave(RedisModuleIO *rdb, void *value) {
 
 static void *captcha_load_binary(RedisModuleIO *rdb) {
     captcha *c = NULL;
-    uint64_t duration, last, nlevels, nslots;
+    uint64_t duration, nlevels;
     captcha_level levels[CAPTCHA_MAX_LEVELS];
     LOAD_U64(duration, CAPTCHA_MAX_DURATION_S);
-    LOAD_U64(last, LB_MAX_TIME_MS);
     LOAD_U64(nlevels, CAPTCHA_MAX_LEVELS);
     for (uint64_t i = 0; i < nlevels; i++) {
         uint64_t th, df;
@@ -177,15 +128,7 @@ static void *captcha_load_binary(RedisModuleIO *rdb) {
         levels[i].difficulty_factor = (uint32_t)df;
     }
     if (captcha_new((uint32_t)duration, levels, (uint32_t)nlevels, &c) != NULL) goto fail;
-    LOAD_U64(nslots, LB_MAX_SLOTS);
-    if (lb_restore_begin(&c->visits, last) != LB_OK) goto fail;
-    for (uint64_t i = 0; i < nslots; i++) {
-        uint64_t slot, count;
-        LOAD_U64(slot, LB_MAX_TIME_MS);
-        LOAD_U64(count, UINT32_MAX);
-        if (lb_restore_slot(&c->visits, slot, (uint32_t)count) != LB_OK) goto fail;
-    }
-    if (lb_restore_end(&c->visits) != LB_OK) goto fail;
+    if (bucket_rdb_load(rdb, &c->visits) != 0) goto fail;
     return c;
 fail:
     RedisModule_LogIOError(rdb, "warning", "mcaptcha_cache: corrupt or truncated captcha value");
@@ -235,20 +178,14 @@ static void CaptchaAofRewrite(RedisModuleIO *aof, RedisModuleString *key, void *
     captcha_free_args(args, n);
 }
 
-static void digest_slot(uint64_t slot, uint32_t count, void *priv) {
-    RedisModule_DigestAddLongLong(priv, (long long)slot);
-    RedisModule_DigestAddLongLong(priv, count);
-}
-
 static void CaptchaDigest(RedisModuleDigest *md, void *value) {
     captcha *c = value;
     RedisModule_DigestAddLongLong(md, c->duration_s);
-    RedisModule_DigestAddLongLong(md, (long long)c->visits.last_ms);
     for (uint32_t i = 0; i < c->nlevels; i++) {
         RedisModule_DigestAddLongLong(md, c->levels[i].visitor_threshold);
         RedisModule_DigestAddLongLong(md, c->levels[i].difficulty_factor);
     }
-    lb_foreach_slot(&c->visits, digest_slot, md);
+    bucket_digest(md, &c->visits);
     RedisModule_DigestEndSequence(md);
 }
 

@@ -16,6 +16,7 @@
 #define ERR_NAME_SLOT \
     "ERR the captcha name maps to another hash slot than its key; use a name without '{' and '}'"
 #define ERR_COUNT_FULL "ERR visitor count limit reached (4294967295 visits in one time slot)"
+#define ERR_TRYAGAIN "TRYAGAIN the captcha's hash slot is being migrated to this node; retry"
 #define ERR_NOMEM "ERR out of memory"
 #define ERR_NO_CAPTCHA_KEY "ERR no captcha at this key"
 #define ERR_BAD_TIME "ERR time must be an integer number of Unix milliseconds from 0 to 2^48"

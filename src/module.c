@@ -4,9 +4,11 @@
  * Loads on Redis 7.0 and later. APIs newer than 7.0 are looked up at run time
  * (RedisModule_GetApi) and used only when present. */
 #include <jansson.h>
+#include <string.h>
 
 #include "alloc.h"
 #include "module.h"
+#include "ratelimit.h"
 
 RedisModuleType *CaptchaType;
 RedisModuleType *ChallengeType;
@@ -14,10 +16,42 @@ int mc_cluster_enabled;
 
 static long long (*cached_microseconds)(void); /* 7.2+, NULL on 7.0 */
 
+uint64_t mc_now_us(void) {
+    if (cached_microseconds) return (uint64_t)cached_microseconds();
+    long long ms = RedisModule_Milliseconds();
+    return ms > 0 ? (uint64_t)ms * 1000 : 0;
+}
+
 uint64_t mc_now_ms(void) {
     if (cached_microseconds) return (uint64_t)cached_microseconds() / 1000;
     long long ms = RedisModule_Milliseconds();
     return ms > 0 ? (uint64_t)ms : 0;
+}
+
+int mc_slot_is_mine(RedisModuleCtx *ctx, unsigned slot) {
+    const char *me = RedisModule_GetMyClusterID();
+    if (me == NULL) return 1;
+    RedisModuleCallReply *r = RedisModule_Call(ctx, "CLUSTER", "c", "SLOTS");
+    int mine = 0;
+    if (r && RedisModule_CallReplyType(r) == REDISMODULE_REPLY_ARRAY) {
+        size_t n = RedisModule_CallReplyLength(r);
+        for (size_t i = 0; i < n && !mine; i++) {
+            /* [start, end, [ip, port, node id, ...], replicas...] */
+            RedisModuleCallReply *range = RedisModule_CallReplyArrayElement(r, i);
+            if (RedisModule_CallReplyLength(range) < 3) continue;
+            long long start = RedisModule_CallReplyInteger(RedisModule_CallReplyArrayElement(range, 0));
+            long long end = RedisModule_CallReplyInteger(RedisModule_CallReplyArrayElement(range, 1));
+            if ((long long)slot < start || (long long)slot > end) continue;
+            RedisModuleCallReply *master = RedisModule_CallReplyArrayElement(range, 2);
+            size_t idlen = 0;
+            const char *id = RedisModule_CallReplyLength(master) >= 3
+                                 ? RedisModule_CallReplyStringPtr(RedisModule_CallReplyArrayElement(master, 2), &idlen)
+                                 : NULL;
+            mine = id && idlen == REDISMODULE_NODE_ID_LEN && memcmp(id, me, idlen) == 0;
+        }
+    }
+    if (r) RedisModule_FreeCallReply(r);
+    return mine;
 }
 
 static void *calloc_hook(size_t n, size_t size) {
@@ -42,6 +76,8 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) 
     mc_cluster_enabled = (RedisModule_GetContextFlags(ctx) & REDISMODULE_CTX_FLAGS_CLUSTER) != 0;
     if (captcha_type_register(ctx) == REDISMODULE_ERR) return REDISMODULE_ERR;
     if (legacy_type_register(ctx) == REDISMODULE_ERR) return REDISMODULE_ERR;
+    if (ratelimit_type_register(ctx) == REDISMODULE_ERR) return REDISMODULE_ERR;
+    if (ratelimit_cmd_register(ctx) == REDISMODULE_ERR) return REDISMODULE_ERR;
     if (captcha_cmd_register(ctx) == REDISMODULE_ERR) return REDISMODULE_ERR;
     RedisModule_Log(ctx, "notice", "mcaptcha_cache %s loaded (clock: %s)", MODULE_VERSION_STRING,
                     cached_microseconds ? "CachedMicroseconds" : "Milliseconds");

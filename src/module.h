@@ -43,6 +43,12 @@ extern RedisModuleType *ChallengeType;
  * Uses RedisModule_CachedMicroseconds where the server has it (7.2+: frozen
  * within a command, MULTI or script), else RedisModule_Milliseconds. */
 uint64_t mc_now_ms(void);
+/* The same clock in Unix microseconds (millisecond resolution on Redis 7.0). */
+uint64_t mc_now_us(void);
+
+/* Whether this node owns hash slot `slot` (CLUSTER SLOTS; 1 outside a
+ * cluster). Only for slow paths: it costs a CLUSTER SLOTS call. */
+int mc_slot_is_mine(RedisModuleCtx *ctx, unsigned slot);
 
 int captcha_type_register(RedisModuleCtx *ctx);
 

@@ -1,0 +1,614 @@
+/* ratelimit_cmd.c -- rate limits checked atomically on the server.
+ *
+ *   CL.THROTTLE  redis-cell compatible GCRA (seconds, 5-integer reply)
+ *   RL.GCRA / RL.GCRA_PEEK        GCRA token bucket with a weighted cost (ms)
+ *   RL.WINDOW / RL.WINDOW_PEEK    exact sliding window on the leaky-bucket counter (ms)
+ *   RL.REFUND    give units back, never below empty
+ *   RL.MULTI     several limits, all or none, in one command
+ *   RL.GCRA_SET, RL.WINDOW_HIT, RL.WINDOW_SET   internal: replication and AOF
+ *
+ * Every reply of the native family is [allowed, remaining, retry_after_ms,
+ * reset_after_ms]. A refused request writes nothing and replicates nothing; an
+ * allowed one replicates its resulting state with absolute times (never the
+ * clock-reading command), so replicas and AOF replays agree. Keys expire by
+ * themselves when the limiter is full again. */
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "bucket_io.h"
+#include "errors.h"
+#include "ratelimit.h"
+
+#define MAX_MULTI_LIMITS 16
+#define MAX_BURST ((1ULL << 40) - 1)
+#define MAX_COST (1ULL << 32)
+
+static long long stats[RL_STAT_COUNT][2]; /* [cmd][refused, allowed] */
+
+void rl_stat(int which, int allowed) {
+    stats[which][allowed ? 1 : 0]++;
+}
+
+/* ==== Helpers ==== */
+
+static int parse_u64(RedisModuleString *s, uint64_t min, uint64_t max, uint64_t *out) {
+    long long v;
+    if (RedisModule_StringToLongLong(s, &v) != REDISMODULE_OK || v < 0 || (uint64_t)v < min || (uint64_t)v > max)
+        return -1;
+    *out = (uint64_t)v;
+    return 0;
+}
+
+static int is_word(RedisModuleString *s, const char *word) {
+    size_t len;
+    const char *p = RedisModule_StringPtrLen(s, &len);
+    return len == strlen(word) && strncasecmp(p, word, len) == 0;
+}
+
+static int reply_range(RedisModuleCtx *ctx, const char *what, unsigned long long min, unsigned long long max) {
+    char buf[200];
+    snprintf(buf, sizeof(buf), "ERR %s must be an integer from %llu to %llu", what, min, max);
+    return RedisModule_ReplyWithError(ctx, buf);
+}
+
+int rl_reply_error(RedisModuleCtx *ctx, int code) {
+    switch (code) {
+    case RL_ERR_WRONGTYPE: return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+    case RL_ERR_WINDOW:
+        return RedisModule_ReplyWithError(ctx, "ERR the key holds a window of another length; use the same window or delete the key");
+    default: return RedisModule_ReplyWithError(ctx, "ERR cost too large for this rate");
+    }
+}
+
+int rl_reply_result(RedisModuleCtx *ctx, const rl_result *r) {
+    RedisModule_ReplyWithArray(ctx, 4);
+    RedisModule_ReplyWithLongLong(ctx, r->allowed);
+    RedisModule_ReplyWithLongLong(ctx, (long long)r->remaining);
+    RedisModule_ReplyWithLongLong(ctx, r->retry_after_ms);
+    return RedisModule_ReplyWithLongLong(ctx, (long long)r->reset_after_ms);
+}
+
+/* Open `keyname` and check it is empty or of `type`. */
+static int open_limiter(RedisModuleCtx *ctx, RedisModuleString *keyname, int mode, RedisModuleType *type,
+                        RedisModuleKey **key) {
+    *key = RedisModule_OpenKey(ctx, keyname, mode);
+    int kt = RedisModule_KeyType(*key);
+    if (kt != REDISMODULE_KEYTYPE_EMPTY &&
+        (kt != REDISMODULE_KEYTYPE_MODULE || RedisModule_ModuleTypeGetType(*key) != type)) {
+        RedisModule_CloseKey(*key);
+        *key = NULL;
+        return RL_ERR_WRONGTYPE;
+    }
+    return RL_OK;
+}
+
+static void store_gcra(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleString *keyname, uint64_t tat,
+                       const gcra_params *p) {
+    gcra_value *v = NULL;
+    if (RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_EMPTY) {
+        v = RedisModule_Alloc(sizeof(*v));
+        RedisModule_ModuleTypeSetValue(key, GcraType, v);
+    } else {
+        v = RedisModule_ModuleTypeGetValue(key);
+    }
+    v->tat_us = tat;
+    v->params = *p;
+    RedisModule_SetAbsExpire(key, gcra_expire_at_ms(v));
+    RedisModule_Replicate(ctx, CMD_GCRA_SET, "slll", keyname, (long long)tat, (long long)p->emission_us,
+                          (long long)p->limit);
+}
+
+static int eval_gcra(RedisModuleCtx *ctx, RedisModuleString *keyname, const rl_request *r, uint64_t now_us,
+                     int apply, rl_result *out) {
+    RedisModuleKey *key;
+    int rc = open_limiter(ctx, keyname, apply ? REDISMODULE_READ | REDISMODULE_WRITE : REDISMODULE_READ, GcraType, &key);
+    if (rc != RL_OK) return rc;
+    uint64_t tat = 0;
+    if (RedisModule_KeyType(key) != REDISMODULE_KEYTYPE_EMPTY) tat = ((gcra_value *)RedisModule_ModuleTypeGetValue(key))->tat_us;
+    gcra_result g;
+    if (gcra_apply(&r->gcra, tat, now_us, r->cost, &g) != 0) {
+        RedisModule_CloseKey(key);
+        return RL_ERR_OVERFLOW;
+    }
+    out->allowed = !g.limited;
+    out->remaining = g.remaining;
+    out->retry_after_ms = g.retry_after_us < 0 ? -1 : gcra_ceil_ms((uint64_t)g.retry_after_us);
+    out->reset_after_ms = (uint64_t)gcra_ceil_ms(g.reset_after_us);
+    if (apply && !g.limited && r->cost > 0) store_gcra(ctx, key, keyname, g.tat_us, &r->gcra);
+    RedisModule_CloseKey(key);
+    return RL_OK;
+}
+
+static int eval_window(RedisModuleCtx *ctx, RedisModuleString *keyname, const rl_request *r, uint64_t now_us,
+                       int apply, rl_result *out) {
+    RedisModuleKey *key;
+    int rc = open_limiter(ctx, keyname, apply ? REDISMODULE_READ | REDISMODULE_WRITE : REDISMODULE_READ, WindowType, &key);
+    if (rc != RL_OK) return rc;
+    uint64_t now = now_us / 1000;
+    window_value fresh, *v = &fresh;
+    int empty = RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_EMPTY;
+    if (empty) {
+        memset(&fresh, 0, sizeof(fresh));
+        lb_init(&fresh.hits, r->window_ms); /* range checked by the parser */
+    } else {
+        v = RedisModule_ModuleTypeGetValue(key);
+        if (v->hits.window_ms != r->window_ms) {
+            RedisModule_CloseKey(key);
+            return RL_ERR_WINDOW;
+        }
+    }
+    uint64_t count = lb_count(&v->hits, now);
+    uint64_t fits = lb_fits_at(&v->hits, now, r->limit, r->cost);
+    uint64_t eff = v->hits.last_ms > now ? v->hits.last_ms : now;
+    out->allowed = fits <= eff;
+    if (out->allowed && apply && r->cost > 0) {
+        if (empty) {
+            v = RedisModule_Calloc(1, sizeof(*v));
+            lb_init(&v->hits, r->window_ms);
+            RedisModule_ModuleTypeSetValue(key, WindowType, v);
+        }
+        v->limit = r->limit;
+        if (lb_add(&v->hits, now, (uint32_t)r->cost, &count) != LB_OK) {
+            /* A slot at 2^32 hits: refuse (nothing changed). */
+            out->allowed = 0;
+            fits = UINT64_MAX;
+        } else {
+            RedisModule_SetAbsExpire(key, (long long)lb_empty_at(&v->hits, now));
+            RedisModule_Replicate(ctx, CMD_WINDOW_HIT_NAME, "slllll", keyname, (long long)r->window_ms,
+                                  (long long)r->limit, (long long)now, (long long)r->cost, 0LL);
+        }
+    } else if (out->allowed) {
+        count += r->cost; /* a peek or a dry run: as if taken */
+    }
+    out->remaining = count < r->limit ? r->limit - count : 0;
+    out->retry_after_ms = out->allowed || fits == UINT64_MAX ? -1 : (int64_t)(fits - eff);
+    uint64_t empty_at = lb_empty_at(&v->hits, now);
+    out->reset_after_ms = empty_at > eff ? empty_at - eff : 0;
+    if (empty) lb_free(&fresh.hits);
+    RedisModule_CloseKey(key);
+    return RL_OK;
+}
+
+int rl_eval(RedisModuleCtx *ctx, RedisModuleString *keyname, const rl_request *r, uint64_t now_us, int apply,
+            rl_result *out) {
+    return r->kind == RL_GCRA ? eval_gcra(ctx, keyname, r, now_us, apply, out)
+                              : eval_window(ctx, keyname, r, now_us, apply, out);
+}
+
+/* Options shared by RL.GCRA and RL.WINDOW: [BURST n] [COST n] [WAIT ms] [AT unix-ms]. */
+typedef struct rl_options {
+    uint64_t burst;     /* 0 = not given */
+    uint64_t cost;
+    long long wait_ms;  /* -1 = not given */
+    uint64_t at_ms;     /* 0 = use the clock */
+} rl_options;
+
+static int parse_options_or_reply(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, int first,
+                                  int allow_burst, int allow_wait, rl_options *o) {
+    o->burst = 0;
+    o->cost = 1;
+    o->wait_ms = -1;
+    o->at_ms = 0;
+    for (int i = first; i < argc; i += 2) {
+        if (i + 1 >= argc) return RedisModule_ReplyWithError(ctx, ERR_SYNTAX), -1;
+        uint64_t v;
+        if (allow_burst && is_word(argv[i], "BURST")) {
+            if (parse_u64(argv[i + 1], 1, MAX_BURST, &v)) return reply_range(ctx, "BURST", 1, MAX_BURST), -1;
+            o->burst = v;
+        } else if (is_word(argv[i], "COST")) {
+            if (parse_u64(argv[i + 1], 0, MAX_COST, &v)) return reply_range(ctx, "COST", 0, MAX_COST), -1;
+            o->cost = v;
+        } else if (allow_wait && is_word(argv[i], "WAIT")) {
+            if (parse_u64(argv[i + 1], 0, 1ULL << 40, &v)) return reply_range(ctx, "WAIT", 0, 1ULL << 40), -1;
+            o->wait_ms = (long long)v;
+        } else if (allow_wait && is_word(argv[i], "AT")) {
+            if (parse_u64(argv[i + 1], 1, LB_MAX_TIME_MS, &v)) return reply_range(ctx, "AT", 1, LB_MAX_TIME_MS), -1;
+            o->at_ms = v;
+        } else {
+            return RedisModule_ReplyWithError(ctx, ERR_SYNTAX), -1;
+        }
+    }
+    return 0;
+}
+
+/* ==== CL.THROTTLE ==== */
+
+/* CL.THROTTLE <key> <max_burst> <count per period> <period s> [<quantity>]
+ * Reply: [limited 0|1, limit, remaining, retry_after_s (-1 if allowed), reset_after_s],
+ * seconds rounded up. Quantity 0 peeks without writing. */
+static int ClThrottle_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 5 && argc != 6) return RedisModule_WrongArity(ctx);
+    uint64_t burst, count, period, quantity = 1;
+    if (parse_u64(argv[2], 0, MAX_BURST, &burst)) return reply_range(ctx, "max_burst", 0, MAX_BURST);
+    if (parse_u64(argv[3], 1, 1ULL << 40, &count)) return reply_range(ctx, "count per period", 1, 1ULL << 40);
+    if (parse_u64(argv[4], 1, GCRA_MAX_PERIOD_US / 1000000, &period))
+        return reply_range(ctx, "period (seconds)", 1, GCRA_MAX_PERIOD_US / 1000000);
+    if (argc == 6 && parse_u64(argv[5], 0, MAX_COST, &quantity)) return reply_range(ctx, "quantity", 0, MAX_COST);
+    rl_request r = {.kind = RL_GCRA, .cost = quantity};
+    if (gcra_params_init(&r.gcra, burst + 1, count, period * 1000000) != 0)
+        return RedisModule_ReplyWithError(ctx, "ERR max_burst * period / count is too large");
+    uint64_t now_us = mc_now_us();
+    RedisModuleKey *key;
+    int rc = open_limiter(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE, GcraType, &key);
+    if (rc != RL_OK) return rl_reply_error(ctx, rc);
+    uint64_t tat = 0;
+    if (RedisModule_KeyType(key) != REDISMODULE_KEYTYPE_EMPTY) tat = ((gcra_value *)RedisModule_ModuleTypeGetValue(key))->tat_us;
+    gcra_result g;
+    if (gcra_apply(&r.gcra, tat, now_us, quantity, &g) != 0) {
+        RedisModule_CloseKey(key);
+        return rl_reply_error(ctx, RL_ERR_OVERFLOW);
+    }
+    if (!g.limited && quantity > 0) store_gcra(ctx, key, argv[1], g.tat_us, &r.gcra);
+    RedisModule_CloseKey(key);
+    rl_stat(RL_STAT_THROTTLE, !g.limited);
+    RedisModule_ReplyWithArray(ctx, 5);
+    RedisModule_ReplyWithLongLong(ctx, g.limited);
+    RedisModule_ReplyWithLongLong(ctx, (long long)g.limit);
+    RedisModule_ReplyWithLongLong(ctx, (long long)g.remaining);
+    RedisModule_ReplyWithLongLong(ctx, g.retry_after_us < 0 ? -1 : gcra_ceil_s((uint64_t)g.retry_after_us));
+    return RedisModule_ReplyWithLongLong(ctx, gcra_ceil_s(g.reset_after_us));
+}
+
+/* ==== Native commands ==== */
+
+/* Run one request from a command: answer at once, or block with WAIT. */
+static int run_request(RedisModuleCtx *ctx, RedisModuleString *keyname, const rl_request *r, const rl_options *o,
+                       int stat) {
+    uint64_t now_us = o->at_ms ? o->at_ms * 1000 : mc_now_us();
+    int may_wait = o->wait_ms > 0 && rl_can_block(ctx);
+    if (may_wait && rl_wait_queued(ctx, keyname)) {
+        /* First come, first served: queue behind the clients already waiting. */
+        rl_result probe;
+        int rc = rl_eval(ctx, keyname, r, now_us, 0, &probe);
+        if (rc != RL_OK) return rl_reply_error(ctx, rc);
+        if (probe.allowed || probe.retry_after_ms >= 0) {
+            rl_wait_block(ctx, keyname, r, o->wait_ms, 0);
+            return REDISMODULE_OK;
+        }
+        rl_stat(stat, 0);
+        return rl_reply_result(ctx, &probe); /* can never fit: no point waiting */
+    }
+    rl_result res;
+    int rc = rl_eval(ctx, keyname, r, now_us, 1, &res);
+    if (rc != RL_OK) return rl_reply_error(ctx, rc);
+    if (!res.allowed && may_wait && res.retry_after_ms >= 0) {
+        rl_wait_block(ctx, keyname, r, o->wait_ms, (uint64_t)res.retry_after_ms);
+        return REDISMODULE_OK;
+    }
+    rl_stat(stat, res.allowed);
+    return rl_reply_result(ctx, &res);
+}
+
+static int parse_gcra_or_reply(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, int peek, rl_request *r,
+                               rl_options *o) {
+    uint64_t rate, period;
+    if (parse_u64(argv[2], 1, 1ULL << 40, &rate)) return reply_range(ctx, "rate", 1, 1ULL << 40), -1;
+    if (parse_u64(argv[3], 1, GCRA_MAX_PERIOD_US / 1000, &period))
+        return reply_range(ctx, "period (milliseconds)", 1, GCRA_MAX_PERIOD_US / 1000), -1;
+    if (parse_options_or_reply(ctx, argv, argc, 4, 1, !peek, o) != 0) return -1;
+    r->kind = RL_GCRA;
+    r->cost = o->cost;
+    if (gcra_params_init(&r->gcra, o->burst ? o->burst : rate, rate, period * 1000) != 0)
+        return RedisModule_ReplyWithError(ctx, "ERR burst * period / rate is too large"), -1;
+    return 0;
+}
+
+/* RL.GCRA <key> <rate> <period ms> [BURST <capacity>] [COST <n>] [WAIT <timeout ms>] [AT <unix ms>]
+ * GCRA token bucket: <rate> units per <period ms>, at most <capacity> (default
+ * <rate>) at once. Reply: [allowed, remaining, retry_after_ms, reset_after_ms]. */
+static int Gcra_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc < 4) return RedisModule_WrongArity(ctx);
+    rl_request r;
+    rl_options o;
+    if (parse_gcra_or_reply(ctx, argv, argc, 0, &r, &o) != 0) return REDISMODULE_OK;
+    return run_request(ctx, argv[1], &r, &o, RL_STAT_GCRA);
+}
+
+/* RL.GCRA_PEEK <key> <rate> <period ms> [BURST <capacity>] [COST <n>]
+ * What RL.GCRA would answer, changing nothing (runs on replicas). */
+static int GcraPeek_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc < 4) return RedisModule_WrongArity(ctx);
+    rl_request r;
+    rl_options o;
+    if (parse_gcra_or_reply(ctx, argv, argc, 1, &r, &o) != 0) return REDISMODULE_OK;
+    rl_result res;
+    int rc = rl_eval(ctx, argv[1], &r, mc_now_us(), 0, &res);
+    return rc == RL_OK ? rl_reply_result(ctx, &res) : rl_reply_error(ctx, rc);
+}
+
+static int parse_window_or_reply(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, int peek, rl_request *r,
+                                 rl_options *o) {
+    uint64_t limit, window;
+    if (parse_u64(argv[2], 1, UINT32_MAX, &limit)) return reply_range(ctx, "limit", 1, UINT32_MAX), -1;
+    if (parse_u64(argv[3], 1, LB_MAX_WINDOW_MS, &window)) return reply_range(ctx, "window (milliseconds)", 1, LB_MAX_WINDOW_MS), -1;
+    if (parse_options_or_reply(ctx, argv, argc, 4, 0, !peek, o) != 0) return -1;
+    if (o->cost > UINT32_MAX) return reply_range(ctx, "COST", 0, UINT32_MAX), -1;
+    lbucket probe;
+    if (lb_init(&probe, window) != LB_OK) return RedisModule_ReplyWithError(ctx, "ERR window out of range"), -1;
+    r->kind = RL_WINDOW;
+    r->limit = limit;
+    r->window_ms = window;
+    r->cost = o->cost;
+    return 0;
+}
+
+/* RL.WINDOW <key> <limit> <window ms> [COST <n>] [WAIT <timeout ms>] [AT <unix ms>]
+ * Sliding window: at most <limit> units within any <window ms>; each counts for
+ * the window, at most window/256 longer. Reply: [allowed, remaining,
+ * retry_after_ms, reset_after_ms]. */
+static int Window_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc < 4) return RedisModule_WrongArity(ctx);
+    rl_request r;
+    rl_options o;
+    if (parse_window_or_reply(ctx, argv, argc, 0, &r, &o) != 0) return REDISMODULE_OK;
+    return run_request(ctx, argv[1], &r, &o, RL_STAT_WINDOW);
+}
+
+/* RL.WINDOW_PEEK <key> <limit> <window ms> [COST <n>]
+ * What RL.WINDOW would answer, changing nothing (runs on replicas). */
+static int WindowPeek_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc < 4) return RedisModule_WrongArity(ctx);
+    rl_request r;
+    rl_options o;
+    if (parse_window_or_reply(ctx, argv, argc, 1, &r, &o) != 0) return REDISMODULE_OK;
+    rl_result res;
+    int rc = rl_eval(ctx, argv[1], &r, mc_now_us(), 0, &res);
+    return rc == RL_OK ? rl_reply_result(ctx, &res) : rl_reply_error(ctx, rc);
+}
+
+/* RL.REFUND <key> <n>
+ * Gives back up to <n> units (the newest first), never below empty. Reply: the
+ * number given back. Wakes clients waiting on the key. */
+static int Refund_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 3) return RedisModule_WrongArity(ctx);
+    uint64_t n;
+    if (parse_u64(argv[2], 1, MAX_COST, &n)) return reply_range(ctx, "n", 1, MAX_COST);
+    RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE);
+    int kt = RedisModule_KeyType(key);
+    RedisModuleType *t = kt == REDISMODULE_KEYTYPE_MODULE ? RedisModule_ModuleTypeGetType(key) : NULL;
+    if (kt == REDISMODULE_KEYTYPE_EMPTY) {
+        RedisModule_CloseKey(key);
+        return RedisModule_ReplyWithLongLong(ctx, 0);
+    }
+    if (t != GcraType && t != WindowType) {
+        RedisModule_CloseKey(key);
+        return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+    }
+    uint64_t now_us = mc_now_us(), given = 0;
+    int now_empty;
+    if (t == GcraType) {
+        gcra_value *v = RedisModule_ModuleTypeGetValue(key);
+        uint64_t before = v->tat_us > now_us ? v->tat_us : now_us;
+        uint64_t after = gcra_refund(&v->params, v->tat_us, now_us, n);
+        given = (before - (after > now_us ? after : now_us) + v->params.emission_us - 1) / v->params.emission_us;
+        if (given > n) given = n;
+        now_empty = after <= now_us;
+        if (!now_empty) store_gcra(ctx, key, argv[1], after, &v->params);
+    } else {
+        window_value *v = RedisModule_ModuleTypeGetValue(key);
+        given = lb_remove(&v->hits, now_us / 1000, n);
+        now_empty = lb_count(&v->hits, now_us / 1000) == 0;
+        if (!now_empty) {
+            RedisModule_SetAbsExpire(key, (long long)lb_empty_at(&v->hits, now_us / 1000));
+            size_t na;
+            RedisModuleString **args = window_state_args(v, &na);
+            RedisModule_Replicate(ctx, CMD_WINDOW_SET, "sv", argv[1], args, na);
+            captcha_free_args(args, na);
+        }
+    }
+    if (now_empty) {
+        RedisModule_DeleteKey(key);
+        RedisModule_Replicate(ctx, "DEL", "s", argv[1]);
+    }
+    RedisModule_CloseKey(key);
+    if (given) rl_wait_kick(ctx, argv[1]);
+    return RedisModule_ReplyWithLongLong(ctx, (long long)given);
+}
+
+/* RL.MULTI <cost> <numlimits> <key> GCRA|WINDOW <limit> <period ms> [<key> ...]...
+ * Takes <cost> from every limit or from none: GCRA is <limit> units per <period
+ * ms> with capacity <limit>; WINDOW is at most <limit> within <period ms>. Keys
+ * must share a hash slot. Reply: [allowed, index of the first limit that
+ * refused (1-based; 0 when allowed), retry_after_ms (the longest wait among the
+ * refusing limits; -1 when allowed or never possible), remaining (the smallest)]. */
+static int Multi_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc < 7) return RedisModule_WrongArity(ctx);
+    uint64_t cost, n;
+    if (parse_u64(argv[1], 0, UINT32_MAX, &cost)) return reply_range(ctx, "cost", 0, UINT32_MAX);
+    if (parse_u64(argv[2], 1, MAX_MULTI_LIMITS, &n)) return reply_range(ctx, "numlimits", 1, MAX_MULTI_LIMITS);
+    if ((uint64_t)argc != 3 + 4 * n) return RedisModule_WrongArity(ctx);
+    rl_request reqs[MAX_MULTI_LIMITS];
+    RedisModuleString *keys[MAX_MULTI_LIMITS];
+    for (uint64_t i = 0; i < n; i++) {
+        RedisModuleString **a = argv + 3 + 4 * i;
+        keys[i] = a[0];
+        for (uint64_t j = 0; j < i; j++)
+            if (RedisModule_StringCompare(keys[j], keys[i]) == 0)
+                return RedisModule_ReplyWithError(ctx, "ERR the same key appears in two limits");
+        uint64_t limit, period;
+        if (parse_u64(a[2], 1, UINT32_MAX, &limit)) return reply_range(ctx, "limit", 1, UINT32_MAX);
+        rl_request *r = &reqs[i];
+        memset(r, 0, sizeof(*r));
+        r->cost = cost;
+        if (is_word(a[1], "GCRA")) {
+            if (parse_u64(a[3], 1, GCRA_MAX_PERIOD_US / 1000, &period) ||
+                gcra_params_init(&r->gcra, limit, limit, period * 1000) != 0)
+                return reply_range(ctx, "period (milliseconds)", 1, GCRA_MAX_PERIOD_US / 1000);
+            r->kind = RL_GCRA;
+        } else if (is_word(a[1], "WINDOW")) {
+            lbucket probe;
+            if (parse_u64(a[3], 1, LB_MAX_WINDOW_MS, &period) || lb_init(&probe, period) != LB_OK)
+                return reply_range(ctx, "window (milliseconds)", 1, LB_MAX_WINDOW_MS);
+            r->kind = RL_WINDOW;
+            r->limit = limit;
+            r->window_ms = period;
+        } else {
+            return RedisModule_ReplyWithError(ctx, "ERR limit type must be GCRA or WINDOW");
+        }
+    }
+    uint64_t now_us = mc_now_us();
+    /* Phase 1: every limit must allow; nothing is written yet. */
+    int refused = 0;
+    int64_t retry = -1;
+    int never = 0;
+    uint64_t remaining = UINT64_MAX;
+    rl_result res;
+    for (uint64_t i = 0; i < n; i++) {
+        int rc = rl_eval(ctx, keys[i], &reqs[i], now_us, 0, &res);
+        if (rc != RL_OK) return rl_reply_error(ctx, rc);
+        if (!res.allowed) {
+            if (!refused) refused = (int)i + 1;
+            if (res.retry_after_ms < 0) never = 1;
+            if (res.retry_after_ms > retry) retry = res.retry_after_ms;
+        }
+        if (res.remaining < remaining) remaining = res.remaining;
+    }
+    /* Phase 2: take from all (same time, same state: each is allowed again). */
+    if (!refused) {
+        for (uint64_t i = 0; i < n; i++) rl_eval(ctx, keys[i], &reqs[i], now_us, 1, &res);
+    }
+    rl_stat(RL_STAT_MULTI, !refused);
+    RedisModule_ReplyWithArray(ctx, 4);
+    RedisModule_ReplyWithLongLong(ctx, !refused);
+    RedisModule_ReplyWithLongLong(ctx, refused);
+    RedisModule_ReplyWithLongLong(ctx, refused && !never ? retry : -1);
+    return RedisModule_ReplyWithLongLong(ctx, (long long)remaining);
+}
+
+/* ==== Internal commands ==== */
+
+/* RL.GCRA_SET <key> <tat unix us> <emission us> <limit>
+ * Replaces <key> with this GCRA state, expiring at the TAT. */
+static int GcraSet_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 5) return RedisModule_WrongArity(ctx);
+    uint64_t tat, t, limit;
+    gcra_params p;
+    if (parse_u64(argv[2], 1, GCRA_MAX_TIME_US, &tat)) return reply_range(ctx, "tat", 1, GCRA_MAX_TIME_US);
+    if (parse_u64(argv[3], 1, GCRA_MAX_PERIOD_US, &t)) return reply_range(ctx, "emission interval", 1, GCRA_MAX_PERIOD_US);
+    if (parse_u64(argv[4], 1, MAX_BURST + 1, &limit) || gcra_params_init(&p, limit, 1, t) != 0)
+        return reply_range(ctx, "limit", 1, MAX_BURST + 1);
+    RedisModuleKey *key;
+    if (open_limiter(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE, GcraType, &key) != RL_OK)
+        return rl_reply_error(ctx, RL_ERR_WRONGTYPE);
+    gcra_value *v = RedisModule_Alloc(sizeof(*v));
+    v->tat_us = tat;
+    v->params = p;
+    RedisModule_ModuleTypeSetValue(key, GcraType, v);
+    RedisModule_SetAbsExpire(key, gcra_expire_at_ms(v));
+    RedisModule_CloseKey(key);
+    RedisModule_ReplicateVerbatim(ctx);
+    return RedisModule_ReplyWithSimpleString(ctx, "OK");
+}
+
+/* RL.WINDOW_HIT <key> <window ms> <limit> <unix ms> <cost> <0>
+ * Adds <cost> hits at <unix ms> unconditionally (what an allowed RL.WINDOW did). */
+static int WindowHit_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 7) return RedisModule_WrongArity(ctx);
+    uint64_t window, limit, at, cost, zero;
+    lbucket probe;
+    if (parse_u64(argv[2], 1, LB_MAX_WINDOW_MS, &window) || lb_init(&probe, window) != LB_OK)
+        return reply_range(ctx, "window", 1, LB_MAX_WINDOW_MS);
+    if (parse_u64(argv[3], 1, UINT32_MAX, &limit)) return reply_range(ctx, "limit", 1, UINT32_MAX);
+    if (parse_u64(argv[4], 1, LB_MAX_TIME_MS, &at)) return reply_range(ctx, "time", 1, LB_MAX_TIME_MS);
+    if (parse_u64(argv[5], 1, UINT32_MAX, &cost)) return reply_range(ctx, "cost", 1, UINT32_MAX);
+    if (parse_u64(argv[6], 0, 0, &zero)) return RedisModule_ReplyWithError(ctx, ERR_SYNTAX);
+    RedisModuleKey *key;
+    if (open_limiter(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE, WindowType, &key) != RL_OK)
+        return rl_reply_error(ctx, RL_ERR_WRONGTYPE);
+    window_value *v;
+    if (RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_EMPTY) {
+        v = RedisModule_Calloc(1, sizeof(*v));
+        lb_init(&v->hits, window);
+        RedisModule_ModuleTypeSetValue(key, WindowType, v);
+    } else {
+        v = RedisModule_ModuleTypeGetValue(key);
+        if (v->hits.window_ms != window) {
+            RedisModule_CloseKey(key);
+            return rl_reply_error(ctx, RL_ERR_WINDOW);
+        }
+    }
+    v->limit = limit;
+    uint64_t count;
+    if (lb_add(&v->hits, at, (uint32_t)cost, &count) != LB_OK) {
+        RedisModule_CloseKey(key);
+        return RedisModule_ReplyWithError(ctx, "ERR the window's time slot is full");
+    }
+    RedisModule_SetAbsExpire(key, (long long)lb_empty_at(&v->hits, at));
+    RedisModule_CloseKey(key);
+    RedisModule_ReplicateVerbatim(ctx);
+    return RedisModule_ReplyWithLongLong(ctx, (long long)count);
+}
+
+/* RL.WINDOW_SET <key> <window ms> <limit> <last unix ms> <nslots> [<slot> <count>]...
+ * Replaces <key> with exactly this window state (AOF rewrite, refunds). */
+static int WindowSet_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc < 6) return RedisModule_WrongArity(ctx);
+    const char *err;
+    window_value *v = window_from_args(argv + 2, argc - 2, &err);
+    if (v == NULL) {
+        char buf[300];
+        snprintf(buf, sizeof(buf), "ERR invalid window state: %s", err);
+        return RedisModule_ReplyWithError(ctx, buf);
+    }
+    RedisModuleKey *key;
+    if (open_limiter(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE, WindowType, &key) != RL_OK) {
+        window_value_free(v);
+        return rl_reply_error(ctx, RL_ERR_WRONGTYPE);
+    }
+    uint64_t empty_at = lb_empty_at(&v->hits, v->hits.last_ms);
+    RedisModule_ModuleTypeSetValue(key, WindowType, v);
+    RedisModule_SetAbsExpire(key, (long long)(empty_at ? empty_at : v->hits.last_ms));
+    RedisModule_CloseKey(key);
+    RedisModule_ReplicateVerbatim(ctx);
+    return RedisModule_ReplyWithSimpleString(ctx, "OK");
+}
+
+/* ==== INFO ==== */
+
+static void info_func(RedisModuleInfoCtx *ctx, int for_crash_report) {
+    (void)for_crash_report;
+    static const char *names[RL_STAT_COUNT] = {"cl_throttle", "rl_gcra", "rl_window", "rl_multi"};
+    RedisModule_InfoAddSection(ctx, "ratelimit");
+    char field[64];
+    for (int i = 0; i < RL_STAT_COUNT; i++) {
+        snprintf(field, sizeof(field), "%s_allowed", names[i]);
+        RedisModule_InfoAddFieldLongLong(ctx, field, stats[i][1]);
+        snprintf(field, sizeof(field), "%s_refused", names[i]);
+        RedisModule_InfoAddFieldLongLong(ctx, field, stats[i][0]);
+    }
+}
+
+/* ==== Registration ==== */
+
+static const struct {
+    const char *name;
+    RedisModuleCmdFunc fn;
+    const char *flags;
+    int first, last, step;
+} commands[] = {
+    {"CL.THROTTLE", ClThrottle_RedisCommand, "write deny-oom fast", 1, 1, 1},
+    {"RL.GCRA", Gcra_RedisCommand, "write deny-oom", 1, 1, 1},
+    {"RL.GCRA_PEEK", GcraPeek_RedisCommand, "readonly fast", 1, 1, 1},
+    {"RL.WINDOW", Window_RedisCommand, "write deny-oom", 1, 1, 1},
+    {"RL.WINDOW_PEEK", WindowPeek_RedisCommand, "readonly fast", 1, 1, 1},
+    {"RL.REFUND", Refund_RedisCommand, "write fast", 1, 1, 1},
+    {"RL.MULTI", Multi_RedisCommand, "write deny-oom", 3, -1, 4},
+    {CMD_GCRA_SET, GcraSet_RedisCommand, "write deny-oom fast", 1, 1, 1},
+    {CMD_WINDOW_HIT_NAME, WindowHit_RedisCommand, "write deny-oom fast", 1, 1, 1},
+    {CMD_WINDOW_SET, WindowSet_RedisCommand, "write deny-oom", 1, 1, 1},
+};
+
+int ratelimit_cmd_register(RedisModuleCtx *ctx) {
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+        if (RedisModule_CreateCommand(ctx, commands[i].name, commands[i].fn, commands[i].flags, commands[i].first,
+                                      commands[i].last, commands[i].step) == REDISMODULE_ERR)
+            return REDISMODULE_ERR;
+        if (cmdinfo_set(ctx, commands[i].name) == REDISMODULE_ERR) {
+            RedisModule_Log(ctx, "warning", "could not set the command info of %s", commands[i].name);
+            return REDISMODULE_ERR;
+        }
+    }
+    if (RedisModule_RegisterInfoFunc(ctx, info_func) == REDISMODULE_ERR) return REDISMODULE_ERR;
+    return rl_wait_init(ctx);
+}
