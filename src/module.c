@@ -9,6 +9,7 @@
 #include "alloc.h"
 #include "module.h"
 #include "ratelimit.h"
+#include "waitq.h"
 
 RedisModuleType *CaptchaType;
 RedisModuleType *ChallengeType;
@@ -75,6 +76,7 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) 
 
     mc_cluster_enabled = (RedisModule_GetContextFlags(ctx) & REDISMODULE_CTX_FLAGS_CLUSTER) != 0;
     if (captcha_type_register(ctx) == REDISMODULE_ERR) return REDISMODULE_ERR;
+    waitq_init();
     if (legacy_type_register(ctx) == REDISMODULE_ERR) return REDISMODULE_ERR;
     if (ratelimit_type_register(ctx) == REDISMODULE_ERR) return REDISMODULE_ERR;
     if (ratelimit_cmd_register(ctx) == REDISMODULE_ERR) return REDISMODULE_ERR;

@@ -100,23 +100,4 @@ int rl_reply_result(RedisModuleCtx *ctx, const rl_result *r);
 enum { RL_STAT_THROTTLE, RL_STAT_GCRA, RL_STAT_WINDOW, RL_STAT_MULTI, RL_STAT_COUNT };
 void rl_stat(int which, int allowed);
 
-/* ==== Waiting for capacity (ratelimit_wait.c) ==== */
-
-/* Whether clients are queued on this key (so a newcomer must queue behind them). */
-int rl_wait_queued(RedisModuleCtx *ctx, RedisModuleString *keyname);
-
-/* Block the calling client until `r` fits on `keyname` (served first come first
- * served) or timeout_ms passes; `retry_ms` is when the head might fit. The
- * client gets the usual reply either way. */
-void rl_wait_block(RedisModuleCtx *ctx, RedisModuleString *keyname, const rl_request *r,
-                   long long timeout_ms, uint64_t retry_ms);
-
-/* Capacity may have appeared on `keyname` (a refund, a delete): serve waiters now. */
-void rl_wait_kick(RedisModuleCtx *ctx, RedisModuleString *keyname);
-
-/* Blocking is possible in this context (not MULTI, Lua, AOF replay or a replica stream). */
-int rl_can_block(RedisModuleCtx *ctx);
-
-int rl_wait_init(RedisModuleCtx *ctx);
-
 #endif

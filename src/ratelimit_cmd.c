@@ -7,7 +7,7 @@
  *   RL.MULTI     several limits, all or none, in one command
  *   RL.GCRA_SET, RL.WINDOW_HIT, RL.WINDOW_SET   internal: replication and AOF
  *
- * Every reply of the native family is [allowed, remaining, retry_after_ms,
+ * WAIT blocks on the FIFO queues of waitq.c. Every reply of the native family is [allowed, remaining, retry_after_ms,
  * reset_after_ms]. A refused request writes nothing and replicates nothing; an
  * allowed one replicates its resulting state with absolute times (never the
  * clock-reading command), so replicas and AOF replays agree. Keys expire by
@@ -19,6 +19,7 @@
 #include "bucket_io.h"
 #include "errors.h"
 #include "ratelimit.h"
+#include "waitq.h"
 
 #define MAX_MULTI_LIMITS 16
 #define MAX_BURST ((1ULL << 40) - 1)
@@ -250,20 +251,77 @@ static int ClThrottle_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv
     return RedisModule_ReplyWithLongLong(ctx, gcra_ceil_s(g.reset_after_us));
 }
 
+/* ==== Waiting for capacity (the WAIT option), on waitq.c ==== */
+
+typedef struct wait_reply {
+    int error;        /* RL_OK or an RL_ERR_* code */
+    int stat;         /* RL_STAT_* of the command */
+    rl_result result;
+} wait_reply;
+
+static int stat_of(const rl_request *r) {
+    return r->kind == RL_GCRA ? RL_STAT_GCRA : RL_STAT_WINDOW;
+}
+
+static int wait_try_serve(RedisModuleCtx *ctx, RedisModuleString *key, void *req, uint64_t now_us, void **reply,
+                          uint64_t *retry_ms) {
+    rl_request *r = req;
+    wait_reply *rep = RedisModule_Calloc(1, sizeof(*rep));
+    rep->stat = stat_of(r);
+    rep->error = rl_eval(ctx, key, r, now_us, 1, &rep->result);
+    if (rep->error == RL_OK && !rep->result.allowed && rep->result.retry_after_ms >= 0) {
+        *retry_ms = rep->result.retry_after_ms > 0 ? (uint64_t)rep->result.retry_after_ms : 1;
+        RedisModule_Free(rep);
+        return 0;
+    }
+    *reply = rep;
+    return 1;
+}
+
+static int wait_reply_fn(RedisModuleCtx *ctx, void *reply) {
+    wait_reply *rep = reply;
+    if (rep->error != RL_OK) return rl_reply_error(ctx, rep->error);
+    rl_stat(rep->stat, rep->result.allowed);
+    return rl_reply_result(ctx, &rep->result);
+}
+
+static int wait_timeout_reply(RedisModuleCtx *ctx, RedisModuleString *key, void *req) {
+    rl_request *r = req;
+    rl_result res;
+    int rc = rl_eval(ctx, key, r, mc_now_us(), 0, &res);
+    if (rc != RL_OK) return rl_reply_error(ctx, rc);
+    res.allowed = 0; /* timed out: refused, whatever a newcomer would get now */
+    rl_stat(stat_of(r), 0);
+    return rl_reply_result(ctx, &res);
+}
+
+static void free_plain(void *p) {
+    RedisModule_Free(p);
+}
+
+static const waitq_ops rl_wait_ops = {wait_try_serve, wait_reply_fn, wait_timeout_reply, free_plain, free_plain};
+
+static void wait_for_capacity(RedisModuleCtx *ctx, RedisModuleString *key, const rl_request *r, long long timeout_ms,
+                              uint64_t retry_ms) {
+    rl_request *copy = RedisModule_Alloc(sizeof(*copy));
+    *copy = *r;
+    waitq_block(ctx, &rl_wait_ops, key, copy, timeout_ms, retry_ms);
+}
+
 /* ==== Native commands ==== */
 
 /* Run one request from a command: answer at once, or block with WAIT. */
 static int run_request(RedisModuleCtx *ctx, RedisModuleString *keyname, const rl_request *r, const rl_options *o,
                        int stat) {
     uint64_t now_us = o->at_ms ? o->at_ms * 1000 : mc_now_us();
-    int may_wait = o->wait_ms > 0 && rl_can_block(ctx);
-    if (may_wait && rl_wait_queued(ctx, keyname)) {
+    int may_wait = o->wait_ms > 0 && waitq_can_block(ctx);
+    if (may_wait && waitq_busy(ctx, keyname)) {
         /* First come, first served: queue behind the clients already waiting. */
         rl_result probe;
         int rc = rl_eval(ctx, keyname, r, now_us, 0, &probe);
         if (rc != RL_OK) return rl_reply_error(ctx, rc);
         if (probe.allowed || probe.retry_after_ms >= 0) {
-            rl_wait_block(ctx, keyname, r, o->wait_ms, 0);
+            wait_for_capacity(ctx, keyname, r, o->wait_ms, 0);
             return REDISMODULE_OK;
         }
         rl_stat(stat, 0);
@@ -273,7 +331,7 @@ static int run_request(RedisModuleCtx *ctx, RedisModuleString *keyname, const rl
     int rc = rl_eval(ctx, keyname, r, now_us, 1, &res);
     if (rc != RL_OK) return rl_reply_error(ctx, rc);
     if (!res.allowed && may_wait && res.retry_after_ms >= 0) {
-        rl_wait_block(ctx, keyname, r, o->wait_ms, (uint64_t)res.retry_after_ms);
+        wait_for_capacity(ctx, keyname, r, o->wait_ms, res.retry_after_ms > 0 ? (uint64_t)res.retry_after_ms : 1);
         return REDISMODULE_OK;
     }
     rl_stat(stat, res.allowed);
@@ -402,7 +460,7 @@ static int Refund_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, in
         RedisModule_Replicate(ctx, "DEL", "s", argv[1]);
     }
     RedisModule_CloseKey(key);
-    if (given) rl_wait_kick(ctx, argv[1]);
+    if (given) waitq_kick(ctx, argv[1]);
     return RedisModule_ReplyWithLongLong(ctx, (long long)given);
 }
 
@@ -609,6 +667,5 @@ int ratelimit_cmd_register(RedisModuleCtx *ctx) {
             return REDISMODULE_ERR;
         }
     }
-    if (RedisModule_RegisterInfoFunc(ctx, info_func) == REDISMODULE_ERR) return REDISMODULE_ERR;
-    return rl_wait_init(ctx);
+    return RedisModule_RegisterInfoFunc(ctx, info_func);
 }
