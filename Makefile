@@ -21,8 +21,8 @@ CFLAGS   ?= -O2 -g
 ALL_CFLAGS := -std=gnu11 $(WARN) -fno-common -fPIC $(CFLAGS)
 LDLIBS   := -ljansson
 
-CORE_SRC := src/alloc.c src/bucket.c src/captcha.c src/keyslot.c src/gcra.c
-GLUE_SRC := src/module.c src/bucket_io.c src/captcha_type.c src/captcha_cmd.c src/cmdinfo.c src/legacy_type.c src/ratelimit_type.c src/ratelimit_cmd.c src/waitq.c
+CORE_SRC := src/alloc.c src/bucket.c src/captcha.c src/keyslot.c src/gcra.c src/lock.c
+GLUE_SRC := src/module.c src/bucket_io.c src/captcha_type.c src/captcha_cmd.c src/cmdinfo.c src/legacy_type.c src/ratelimit_type.c src/ratelimit_cmd.c src/waitq.c src/lock_type.c src/lock_cmd.c
 CORE_OBJ := $(CORE_SRC:src/%.c=$(BUILD)/%.o)
 GLUE_OBJ := $(GLUE_SRC:src/%.c=$(BUILD)/%.o)
 UNIT_TESTS := $(BUILD)/test_bucket $(BUILD)/test_captcha $(BUILD)/test_gcra

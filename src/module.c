@@ -55,6 +55,12 @@ int mc_slot_is_mine(RedisModuleCtx *ctx, unsigned slot) {
     return mine;
 }
 
+static void info_callback(RedisModuleInfoCtx *ctx, int for_crash_report) {
+    (void)for_crash_report;
+    ratelimit_info(ctx);
+    lock_info(ctx);
+}
+
 static void *calloc_hook(size_t n, size_t size) {
     return RedisModule_Calloc(n, size);
 }
@@ -80,6 +86,9 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) 
     if (legacy_type_register(ctx) == REDISMODULE_ERR) return REDISMODULE_ERR;
     if (ratelimit_type_register(ctx) == REDISMODULE_ERR) return REDISMODULE_ERR;
     if (ratelimit_cmd_register(ctx) == REDISMODULE_ERR) return REDISMODULE_ERR;
+    if (lock_type_register(ctx) == REDISMODULE_ERR) return REDISMODULE_ERR;
+    if (lock_cmd_register(ctx) == REDISMODULE_ERR) return REDISMODULE_ERR;
+    if (RedisModule_RegisterInfoFunc(ctx, info_callback) == REDISMODULE_ERR) return REDISMODULE_ERR;
     if (captcha_cmd_register(ctx) == REDISMODULE_ERR) return REDISMODULE_ERR;
     RedisModule_Log(ctx, "notice", "mcaptcha_cache %s loaded (clock: %s)", MODULE_VERSION_STRING,
                     cached_microseconds ? "CachedMicroseconds" : "Milliseconds");

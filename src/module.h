@@ -61,6 +61,12 @@ void captcha_free_args(RedisModuleString **argv, size_t n);
 struct captcha *captcha_from_args(RedisModuleString **argv, int argc, const char **err);
 int captcha_cmd_register(RedisModuleCtx *ctx);
 int legacy_type_register(RedisModuleCtx *ctx);
+int lock_type_register(RedisModuleCtx *ctx);
+int lock_cmd_register(RedisModuleCtx *ctx);
+
+/* INFO sections of the families (module.c registers the one info callback). */
+void ratelimit_info(RedisModuleInfoCtx *ctx);
+void lock_info(RedisModuleInfoCtx *ctx);
 
 /* Attach COMMAND DOCS metadata (summary, arity, key specs, arguments) to the
  * command called `name`. Returns REDISMODULE_OK/ERR. */

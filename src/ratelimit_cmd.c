@@ -624,8 +624,7 @@ static int WindowSet_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv,
 
 /* ==== INFO ==== */
 
-static void info_func(RedisModuleInfoCtx *ctx, int for_crash_report) {
-    (void)for_crash_report;
+void ratelimit_info(RedisModuleInfoCtx *ctx) {
     static const char *names[RL_STAT_COUNT] = {"cl_throttle", "rl_gcra", "rl_window", "rl_multi"};
     RedisModule_InfoAddSection(ctx, "ratelimit");
     char field[64];
@@ -667,5 +666,5 @@ int ratelimit_cmd_register(RedisModuleCtx *ctx) {
             return REDISMODULE_ERR;
         }
     }
-    return RedisModule_RegisterInfoFunc(ctx, info_func);
+    return REDISMODULE_OK;
 }

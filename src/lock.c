@@ -1,0 +1,150 @@
+/* lock.c -- leased locks, semaphores and fencing tokens; see lock.h. */
+#include <string.h>
+
+#include "alloc.h"
+#include "lock.h"
+
+lockv *lock_new(uint32_t permits) {
+    lockv *l = mc_calloc(1, sizeof(*l));
+    if (l) l->permits = permits;
+    return l;
+}
+
+static void holder_clear(lock_holder *h) {
+    mc_free(h->owner);
+    h->owner = NULL;
+}
+
+void lock_free(lockv *l) {
+    if (l == NULL) return;
+    for (uint32_t i = 0; i < l->nholders; i++) holder_clear(&l->holders[i]);
+    mc_free(l->holders);
+    mc_free(l);
+}
+
+/* Append a holder (copies the owner). 0, or -1 when out of memory. */
+static int push_holder(lockv *l, const char *owner, size_t len, uint64_t expires, uint32_t count, uint64_t token,
+                       uint64_t client_id) {
+    lock_holder *hs = mc_malloc((l->nholders + 1) * sizeof(*hs));
+    char *o = mc_malloc(len ? len : 1);
+    if (hs == NULL || o == NULL) {
+        mc_free(hs);
+        mc_free(o);
+        return -1;
+    }
+    if (l->nholders) memcpy(hs, l->holders, l->nholders * sizeof(*hs));
+    mc_free(l->holders);
+    l->holders = hs;
+    memcpy(o, owner, len);
+    lock_holder *h = &l->holders[l->nholders++];
+    h->owner = o;
+    h->owner_len = (uint32_t)len;
+    h->count = count;
+    h->expires_ms = expires;
+    h->token = token;
+    h->client_id = client_id;
+    return 0;
+}
+
+static void remove_holder(lockv *l, uint32_t i) {
+    holder_clear(&l->holders[i]);
+    memmove(&l->holders[i], &l->holders[i + 1], (l->nholders - i - 1) * sizeof(lock_holder));
+    l->nholders--;
+}
+
+lockv *lock_dup(const lockv *l) {
+    lockv *d = lock_new(l->permits);
+    if (d == NULL) return NULL;
+    d->last_token = l->last_token;
+    for (uint32_t i = 0; i < l->nholders; i++) {
+        const lock_holder *h = &l->holders[i];
+        if (push_holder(d, h->owner, h->owner_len, h->expires_ms, h->count, h->token, h->client_id) != 0) {
+            lock_free(d);
+            return NULL;
+        }
+    }
+    return d;
+}
+
+uint32_t lock_expire(lockv *l, uint64_t now_ms) {
+    uint32_t gone = 0;
+    for (uint32_t i = 0; i < l->nholders;) {
+        if (l->holders[i].expires_ms <= now_ms) {
+            remove_holder(l, i);
+            gone++;
+        } else {
+            i++;
+        }
+    }
+    return gone;
+}
+
+int lock_find(const lockv *l, const char *owner, size_t len) {
+    for (uint32_t i = 0; i < l->nholders; i++) {
+        const lock_holder *h = &l->holders[i];
+        if (h->owner_len == len && memcmp(h->owner, owner, len) == 0) return (int)i;
+    }
+    return -1;
+}
+
+lock_outcome lock_acquire(lockv *l, const char *owner, size_t len, uint64_t now_ms, uint64_t lease_ms,
+                          int reentrant, uint64_t client_id, uint64_t token_floor, uint64_t *token) {
+    int i = lock_find(l, owner, len);
+    if (i >= 0) {
+        lock_holder *h = &l->holders[i];
+        if (!reentrant || h->count == UINT32_MAX) return LOCK_OWNED;
+        h->count++;
+        if (now_ms + lease_ms > h->expires_ms) h->expires_ms = now_ms + lease_ms;
+        *token = h->token;
+        return LOCK_REENTERED;
+    }
+    if (l->nholders >= l->permits) return LOCK_BUSY;
+    uint64_t t = l->last_token + 1 > token_floor ? l->last_token + 1 : token_floor;
+    if (push_holder(l, owner, len, now_ms + lease_ms, 1, t, client_id) != 0) return LOCK_BUSY;
+    l->last_token = t;
+    *token = t;
+    return LOCK_GRANTED;
+}
+
+int lock_release(lockv *l, const char *owner, size_t len) {
+    int i = lock_find(l, owner, len);
+    if (i < 0) return -1;
+    lock_holder *h = &l->holders[i];
+    if (--h->count > 0) return (int)(h->count > INT32_MAX ? INT32_MAX : h->count);
+    remove_holder(l, (uint32_t)i);
+    return 0;
+}
+
+int lock_extend(lockv *l, const char *owner, size_t len, uint64_t now_ms, uint64_t lease_ms) {
+    int i = lock_find(l, owner, len);
+    if (i < 0) return -1;
+    l->holders[i].expires_ms = now_ms + lease_ms;
+    return 0;
+}
+
+int lock_restore_holder(lockv *l, const char *owner, size_t len, uint64_t expires_ms, uint32_t count,
+                        uint64_t token) {
+    if (len == 0 || len > LOCK_MAX_OWNER_BYTES || count == 0 || token == 0 || token > l->last_token ||
+        l->nholders >= LOCK_MAX_PERMITS || lock_find(l, owner, len) >= 0)
+        return -1;
+    return push_holder(l, owner, len, expires_ms, count, token, 0);
+}
+
+uint64_t lock_next_expiry(const lockv *l) {
+    uint64_t e = 0;
+    for (uint32_t i = 0; i < l->nholders; i++)
+        if (e == 0 || l->holders[i].expires_ms < e) e = l->holders[i].expires_ms;
+    return e;
+}
+
+uint32_t lock_live_holders(const lockv *l, uint64_t now_ms) {
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < l->nholders; i++) n += l->holders[i].expires_ms > now_ms;
+    return n;
+}
+
+size_t lock_mem_usage(const lockv *l) {
+    size_t n = sizeof(*l) + l->nholders * sizeof(lock_holder);
+    for (uint32_t i = 0; i < l->nholders; i++) n += l->holders[i].owner_len;
+    return n;
+}

@@ -1,0 +1,618 @@
+/* lock_cmd.c -- leased locks done on the server: the LOCK.* commands.
+ *
+ *   LOCK.ACQUIRE key owner lease-ms [PERMITS n] [REENTRANT] [SESSION] [WAIT timeout-ms]
+ *   LOCK.RELEASE key owner       LOCK.EXTEND key owner lease-ms      LOCK.INSPECT key
+ *   LOCK.STATE key ...           internal: replication and AOF
+ *
+ * Grants carry a fencing token (lock.h). Waiters queue first come first served
+ * without polling (waitq.c): a release, an expiry or a disconnect serves the head
+ * of the queue. Leases end on time: a module timer per held lock removes ended
+ * leases when they end (and replicates that), not only when the key is next
+ * touched. SESSION ties a holder to its connection: when the connection closes,
+ * its permits are released at once (the lease stays the fallback, e.g. after a
+ * failover, where the new primary never sees the disconnect).
+ *
+ * Every change replicates the lock's whole resulting state (LOCK.STATE, absolute
+ * lease ends), never the clock-reading command, so a replica or an AOF replay
+ * holds exactly what the primary held. Lock keys have no TTL: an unheld lock
+ * keeps its last fencing token (a few dozen bytes) until someone deletes it. */
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "errors.h"
+#include "lock_glue.h"
+#include "waitq.h"
+
+#define FENCING_MARGIN_US (10ULL * 1000 * 1000) /* after a promotion: clocks may differ this much */
+#define ERR_NOT_OWNER "ERR the lock is not held by this owner"
+
+static uint64_t token_floor_us;  /* raised on promotion */
+static struct {
+    long long grants, waits, timeouts, expired, waiting;
+} lstats;
+
+/* ==== Helpers ==== */
+
+static int parse_u64(RedisModuleString *s, uint64_t min, uint64_t max, uint64_t *out) {
+    long long v;
+    if (RedisModule_StringToLongLong(s, &v) != REDISMODULE_OK || v < 0 || (uint64_t)v < min || (uint64_t)v > max)
+        return -1;
+    *out = (uint64_t)v;
+    return 0;
+}
+
+static int is_word(RedisModuleString *s, const char *word) {
+    size_t len;
+    const char *p = RedisModule_StringPtrLen(s, &len);
+    return len == strlen(word) && strncasecmp(p, word, len) == 0;
+}
+
+static int reply_range(RedisModuleCtx *ctx, const char *what, unsigned long long min, unsigned long long max) {
+    char buf[160];
+    snprintf(buf, sizeof(buf), "ERR %s must be an integer from %llu to %llu", what, min, max);
+    return RedisModule_ReplyWithError(ctx, buf);
+}
+
+static uint64_t token_floor(uint64_t now_us) {
+    return now_us > token_floor_us ? now_us : token_floor_us;
+}
+
+/* Open a lock key, checking its type. 0, or -1 when it holds another type. */
+static int open_lock(RedisModuleCtx *ctx, RedisModuleString *keyname, int mode, RedisModuleKey **key) {
+    *key = RedisModule_OpenKey(ctx, keyname, mode);
+    int kt = RedisModule_KeyType(*key);
+    if (kt != REDISMODULE_KEYTYPE_EMPTY &&
+        (kt != REDISMODULE_KEYTYPE_MODULE || RedisModule_ModuleTypeGetType(*key) != LockType)) {
+        RedisModule_CloseKey(*key);
+        *key = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+static void replicate_state(RedisModuleCtx *ctx, RedisModuleString *keyname, const lockv *l) {
+    size_t n;
+    RedisModuleString **args = lock_state_args(l, &n);
+    RedisModule_Replicate(ctx, CMD_LOCK_STATE, "sv", keyname, args, n);
+    captcha_free_args(args, n);
+}
+
+/* ==== Lease timers: leases end on time ==== */
+
+typedef struct lease_timer {
+    int db;
+    RedisModuleString *key;
+    RedisModuleString *id;
+    RedisModuleTimerID timer;
+    int armed; /* never StopTimer the timer whose callback is running: Redis frees it after */
+} lease_timer;
+
+static RedisModuleDict *lease_timers; /* "<db>:<key>" -> lease_timer */
+
+static RedisModuleString *timer_id(int db, RedisModuleString *key) {
+    size_t len;
+    const char *k = RedisModule_StringPtrLen(key, &len);
+    return RedisModule_CreateStringPrintf(NULL, "%d:%.*s", db, (int)len, k);
+}
+
+static void lease_timer_fired(RedisModuleCtx *ctx, void *data);
+
+/* (Re)arm the lease timer of a lock for its earliest lease end (none: disarm). */
+static void arm_lease_timer(RedisModuleCtx *ctx, RedisModuleString *keyname, const lockv *l, uint64_t now_ms) {
+    int db = RedisModule_GetSelectedDb(ctx);
+    RedisModuleString *id = timer_id(db, keyname);
+    lease_timer *t = RedisModule_DictGet(lease_timers, id, NULL);
+    uint64_t next = l ? lock_next_expiry(l) : 0;
+    if (t && t->armed) RedisModule_StopTimer(ctx, t->timer, NULL);
+    if (t) t->armed = 0;
+    if (next == 0) {
+        if (t) {
+            RedisModule_DictDel(lease_timers, id, NULL);
+            RedisModule_FreeString(NULL, t->key);
+            RedisModule_FreeString(NULL, t->id);
+            RedisModule_Free(t);
+        }
+        RedisModule_FreeString(NULL, id);
+        return;
+    }
+    if (t == NULL) {
+        t = RedisModule_Calloc(1, sizeof(*t));
+        t->db = db;
+        t->key = RedisModule_CreateStringFromString(NULL, keyname);
+        t->id = id;
+        RedisModule_DictSet(lease_timers, id, t);
+    } else {
+        RedisModule_FreeString(NULL, id);
+    }
+    t->timer = RedisModule_CreateTimer(ctx, (mstime_t)(next > now_ms ? next - now_ms : 0), lease_timer_fired, t);
+    t->armed = 1;
+}
+
+/* Drop the ended leases of the lock at `key` (open for writing), replicate and
+ * serve waiters when something ended. Returns how many ended. */
+static uint32_t expire_leases(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleString *keyname, uint64_t now_ms) {
+    if (RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_EMPTY) return 0;
+    lockv *l = RedisModule_ModuleTypeGetValue(key);
+    uint32_t gone = lock_expire(l, now_ms);
+    if (gone) {
+        lstats.expired += gone;
+        replicate_state(ctx, keyname, l);
+        waitq_kick(ctx, keyname);
+    }
+    return gone;
+}
+
+static void lease_timer_fired(RedisModuleCtx *ctx, void *data) {
+    lease_timer *t = data;
+    t->armed = 0; /* this timer is firing */
+    int flags = RedisModule_GetContextFlags(ctx);
+    if (flags & (REDISMODULE_CTX_FLAGS_SLAVE | REDISMODULE_CTX_FLAGS_READONLY)) {
+        /* The primary replicates expiries; drop the timer's bookkeeping. */
+        RedisModuleString *keyname = RedisModule_CreateStringFromString(NULL, t->key);
+        int saved = RedisModule_GetSelectedDb(ctx);
+        RedisModule_SelectDb(ctx, t->db);
+        arm_lease_timer(ctx, keyname, NULL, 0);
+        RedisModule_SelectDb(ctx, saved);
+        RedisModule_FreeString(NULL, keyname);
+        return;
+    }
+    uint64_t now_ms = mc_now_ms();
+    int saved = RedisModule_GetSelectedDb(ctx);
+    RedisModule_SelectDb(ctx, t->db);
+    RedisModuleString *keyname = RedisModule_CreateStringFromString(NULL, t->key);
+    if (RedisModule_AvoidReplicaTraffic()) {
+        /* Clients paused for writes: no writes now; try again shortly. */
+        t->timer = RedisModule_CreateTimer(ctx, 10, lease_timer_fired, t);
+        t->armed = 1;
+    } else {
+        RedisModuleKey *key;
+        lockv *l = NULL;
+        if (open_lock(ctx, keyname, REDISMODULE_READ | REDISMODULE_WRITE, &key) == 0) {
+            expire_leases(ctx, key, keyname, now_ms);
+            if (RedisModule_KeyType(key) != REDISMODULE_KEYTYPE_EMPTY) l = RedisModule_ModuleTypeGetValue(key);
+            arm_lease_timer(ctx, keyname, l, now_ms); /* may free t */
+            RedisModule_CloseKey(key);
+        } else {
+            arm_lease_timer(ctx, keyname, NULL, now_ms);
+        }
+    }
+    RedisModule_FreeString(NULL, keyname);
+    RedisModule_SelectDb(ctx, saved);
+}
+
+/* ==== Sessions: release on disconnect ==== */
+
+typedef struct session_lock {
+    int db;
+    RedisModuleString *key;
+    RedisModuleString *owner;
+    struct session_lock *next;
+} session_lock;
+
+static RedisModuleDict *sessions;    /* client id (8 bytes) -> session_lock list */
+static uint64_t *closed_ids;         /* disconnected clients whose locks to release */
+static size_t nclosed, closed_cap;
+static int release_timer_armed;
+
+static void session_add(RedisModuleCtx *ctx, uint64_t client_id, RedisModuleString *keyname, const char *owner,
+                        size_t len) {
+    session_lock *s = RedisModule_Alloc(sizeof(*s));
+    s->db = RedisModule_GetSelectedDb(ctx);
+    s->key = RedisModule_CreateStringFromString(NULL, keyname);
+    s->owner = RedisModule_CreateString(NULL, owner, len);
+    s->next = RedisModule_DictGetC(sessions, &client_id, sizeof(client_id), NULL);
+    RedisModule_DictReplaceC(sessions, &client_id, sizeof(client_id), s);
+}
+
+static void session_list_free(session_lock *s) {
+    while (s) {
+        session_lock *next = s->next;
+        RedisModule_FreeString(NULL, s->key);
+        RedisModule_FreeString(NULL, s->owner);
+        RedisModule_Free(s);
+        s = next;
+    }
+}
+
+static void release_closed_sessions(RedisModuleCtx *ctx, void *data) {
+    (void)data;
+    release_timer_armed = 0;
+    if (RedisModule_GetContextFlags(ctx) & REDISMODULE_CTX_FLAGS_SLAVE) {
+        nclosed = 0;
+        return;
+    }
+    if (RedisModule_AvoidReplicaTraffic()) {
+        release_timer_armed = 1;
+        RedisModule_CreateTimer(ctx, 10, release_closed_sessions, NULL);
+        return;
+    }
+    int saved = RedisModule_GetSelectedDb(ctx);
+    uint64_t now_ms = mc_now_ms();
+    for (size_t i = 0; i < nclosed; i++) {
+        uint64_t id = closed_ids[i];
+        session_lock *list = NULL;
+        RedisModule_DictDelC(sessions, &id, sizeof(id), &list);
+        for (session_lock *s = list; s; s = s->next) {
+            RedisModule_SelectDb(ctx, s->db);
+            RedisModuleKey *key;
+            if (open_lock(ctx, s->key, REDISMODULE_READ | REDISMODULE_WRITE, &key) != 0) continue;
+            if (RedisModule_KeyType(key) != REDISMODULE_KEYTYPE_EMPTY) {
+                lockv *l = RedisModule_ModuleTypeGetValue(key);
+                size_t olen;
+                const char *owner = RedisModule_StringPtrLen(s->owner, &olen);
+                int h = lock_find(l, owner, olen);
+                if (h >= 0 && l->holders[h].client_id == id) {
+                    l->holders[h].count = 1;
+                    lock_release(l, owner, olen);
+                    lock_expire(l, now_ms);
+                    replicate_state(ctx, s->key, l);
+                    arm_lease_timer(ctx, s->key, l, now_ms);
+                    waitq_kick(ctx, s->key);
+                }
+            }
+            RedisModule_CloseKey(key);
+        }
+        session_list_free(list);
+    }
+    nclosed = 0;
+    RedisModule_SelectDb(ctx, saved);
+}
+
+static void on_client_change(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t sub, void *data) {
+    (void)e;
+    if (sub != REDISMODULE_SUBEVENT_CLIENT_CHANGE_DISCONNECTED) return;
+    RedisModuleClientInfo *ci = data;
+    uint64_t id = ci->id;
+    if (RedisModule_DictGetC(sessions, &id, sizeof(id), NULL) == NULL) return;
+    /* The dying client's context: no writes here; release from a timer. */
+    if (nclosed == closed_cap) {
+        closed_cap = closed_cap ? closed_cap * 2 : 16;
+        closed_ids = RedisModule_Realloc(closed_ids, closed_cap * sizeof(*closed_ids));
+    }
+    closed_ids[nclosed++] = id;
+    if (!release_timer_armed) {
+        release_timer_armed = 1;
+        RedisModule_CreateTimer(ctx, 0, release_closed_sessions, NULL);
+    }
+}
+
+static void on_role_change(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t sub, void *data) {
+    (void)ctx;
+    (void)e;
+    (void)data;
+    if (sub == REDISMODULE_EVENT_REPLROLECHANGED_NOW_MASTER) {
+        /* Grants the old primary made but never replicated may have used tokens
+         * up to its clock: issue tokens from well beyond ours. */
+        token_floor_us = mc_now_us() + FENCING_MARGIN_US;
+    }
+}
+
+/* ==== Acquire (immediately or from the wait queue) ==== */
+
+typedef struct lock_req {
+    char *owner;
+    size_t owner_len;
+    uint64_t lease_ms;
+    uint64_t permits;
+    int reentrant;
+    uint64_t client_id; /* SESSION: the requesting connection, else 0 */
+} lock_req;
+
+typedef struct lock_reply {
+    int error;          /* 1: WRONGTYPE */
+    int granted;
+    long long token;    /* fencing token, or -1 */
+    long long ms;       /* granted: lease ms; not: ms until the earliest lease ends (or -1) */
+} lock_reply;
+
+static int reply_acquire(RedisModuleCtx *ctx, const lock_reply *r) {
+    if (r->error) return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+    RedisModule_ReplyWithArray(ctx, 3);
+    RedisModule_ReplyWithLongLong(ctx, r->granted);
+    RedisModule_ReplyWithLongLong(ctx, r->token);
+    return RedisModule_ReplyWithLongLong(ctx, r->ms);
+}
+
+/* Try `req` on the open lock key. Returns 1 when answered (granted or refused for
+ * good), 0 when it must wait (*out->ms = until the earliest lease ends). */
+static int try_acquire(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleString *keyname, const lock_req *req,
+                       uint64_t now_us, lock_reply *out) {
+    uint64_t now_ms = now_us / 1000;
+    expire_leases(ctx, key, keyname, now_ms);
+    lockv *l;
+    int created = 0;
+    if (RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_EMPTY) {
+        l = lock_new((uint32_t)req->permits);
+        created = 1;
+    } else {
+        l = RedisModule_ModuleTypeGetValue(key);
+    }
+    uint32_t old_permits = l->permits;
+    l->permits = (uint32_t)req->permits;
+    uint64_t token = 0;
+    lock_outcome o = lock_acquire(l, req->owner, req->owner_len, now_ms, req->lease_ms, req->reentrant,
+                                  req->client_id, token_floor(now_us), &token);
+    out->error = 0;
+    if (o == LOCK_GRANTED || o == LOCK_REENTERED) {
+        if (created) RedisModule_ModuleTypeSetValue(key, LockType, l);
+        replicate_state(ctx, keyname, l);
+        arm_lease_timer(ctx, keyname, l, now_ms);
+        if (req->client_id && o == LOCK_GRANTED) session_add(ctx, req->client_id, keyname, req->owner, req->owner_len);
+        lstats.grants++;
+        out->granted = 1;
+        out->token = (long long)token;
+        out->ms = (long long)req->lease_ms;
+        return 1;
+    }
+    /* Not granted: nothing changes (permits as they were). */
+    if (created) lock_free(l);
+    else l->permits = old_permits;
+    out->granted = 0;
+    out->token = -1;
+    uint64_t next = created ? 0 : lock_next_expiry(l);
+    out->ms = next > now_ms ? (long long)(next - now_ms) : -1;
+    return o == LOCK_OWNED; /* held by this owner already: waiting would not help */
+}
+
+static int lock_try_serve(RedisModuleCtx *ctx, RedisModuleString *keyname, void *reqp, uint64_t now_us, void **reply,
+                          uint64_t *retry_ms) {
+    lock_req *req = reqp;
+    lock_reply *rep = RedisModule_Calloc(1, sizeof(*rep));
+    RedisModuleKey *key;
+    if (open_lock(ctx, keyname, REDISMODULE_READ | REDISMODULE_WRITE, &key) != 0) {
+        rep->error = 1;
+        *reply = rep;
+        return 1;
+    }
+    int done = try_acquire(ctx, key, keyname, req, now_us, rep);
+    RedisModule_CloseKey(key);
+    if (done) {
+        *reply = rep;
+        return 1;
+    }
+    *retry_ms = rep->ms > 0 ? (uint64_t)rep->ms : 0; /* else: a release kicks the queue */
+    RedisModule_Free(rep);
+    return 0;
+}
+
+static int lock_reply_fn(RedisModuleCtx *ctx, void *reply) {
+    return reply_acquire(ctx, reply);
+}
+
+static int lock_timeout_reply(RedisModuleCtx *ctx, RedisModuleString *key, void *req) {
+    (void)key;
+    (void)req;
+    lstats.timeouts++;
+    lock_reply r = {0, 0, -1, -1};
+    return reply_acquire(ctx, &r);
+}
+
+static void lock_req_free(void *p) {
+    lock_req *req = p;
+    lstats.waiting--;
+    RedisModule_Free(req->owner);
+    RedisModule_Free(req);
+}
+
+static void free_reply(void *p) {
+    RedisModule_Free(p);
+}
+
+static const waitq_ops lock_wait_ops = {lock_try_serve, lock_reply_fn, lock_timeout_reply, lock_req_free, free_reply};
+
+/* ==== Commands ==== */
+
+/* LOCK.ACQUIRE <key> <owner> <lease ms> [PERMITS <n>] [REENTRANT] [SESSION] [WAIT <timeout ms>]
+ * Reply: [1, fencing token, lease ms] when granted; [0, -1, ms until the earliest
+ * lease ends (-1 if unknown)] when not. With WAIT the caller blocks, first come
+ * first served, until granted or the timeout (then [0, -1, -1]). */
+static int LockAcquire_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc < 4) return RedisModule_WrongArity(ctx);
+    lock_req req = {0};
+    uint64_t wait_ms = 0;
+    int session = 0;
+    const char *owner = RedisModule_StringPtrLen(argv[2], &req.owner_len);
+    if (req.owner_len == 0 || req.owner_len > LOCK_MAX_OWNER_BYTES)
+        return RedisModule_ReplyWithError(ctx, "ERR owner must be 1 to 256 bytes");
+    if (parse_u64(argv[3], 1, LOCK_MAX_LEASE_MS, &req.lease_ms)) return reply_range(ctx, "lease (milliseconds)", 1, LOCK_MAX_LEASE_MS);
+    req.permits = 1;
+    for (int i = 4; i < argc; i++) {
+        if (is_word(argv[i], "REENTRANT")) {
+            req.reentrant = 1;
+        } else if (is_word(argv[i], "SESSION")) {
+            session = 1;
+        } else if (is_word(argv[i], "PERMITS") && i + 1 < argc) {
+            if (parse_u64(argv[++i], 1, LOCK_MAX_PERMITS, &req.permits)) return reply_range(ctx, "PERMITS", 1, LOCK_MAX_PERMITS);
+        } else if (is_word(argv[i], "WAIT") && i + 1 < argc) {
+            if (parse_u64(argv[++i], 0, 1ULL << 40, &wait_ms)) return reply_range(ctx, "WAIT", 0, 1ULL << 40);
+        } else {
+            return RedisModule_ReplyWithError(ctx, ERR_SYNTAX);
+        }
+    }
+    if (session) req.client_id = RedisModule_GetClientId(ctx);
+    req.owner = (char *)owner;
+    uint64_t now_us = mc_now_us();
+    RedisModuleKey *key;
+    if (open_lock(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE, &key) != 0)
+        return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+    int may_wait = wait_ms > 0 && waitq_can_block(ctx);
+    lock_reply rep;
+    int answered;
+    if (waitq_busy(ctx, argv[1])) {
+        /* First come, first served: nobody jumps the queue (a reentrant owner
+         * that holds the lock already is not jumping it). */
+        answered = 0;
+        if (req.reentrant && RedisModule_KeyType(key) != REDISMODULE_KEYTYPE_EMPTY &&
+            lock_find(RedisModule_ModuleTypeGetValue(key), owner, req.owner_len) >= 0)
+            answered = try_acquire(ctx, key, argv[1], &req, now_us, &rep) || rep.granted;
+        if (!answered) rep = (lock_reply){0, 0, -1, -1};
+    } else {
+        answered = try_acquire(ctx, key, argv[1], &req, now_us, &rep) || rep.granted;
+    }
+    RedisModule_CloseKey(key);
+    if (!answered && may_wait) {
+        lock_req *copy = RedisModule_Alloc(sizeof(*copy));
+        *copy = req;
+        copy->owner = RedisModule_Alloc(req.owner_len);
+        memcpy(copy->owner, owner, req.owner_len);
+        lstats.waits++;
+        lstats.waiting++;
+        waitq_block(ctx, &lock_wait_ops, argv[1], copy, (long long)wait_ms, rep.ms > 0 ? (uint64_t)rep.ms : 0);
+        return REDISMODULE_OK;
+    }
+    return reply_acquire(ctx, &rep);
+}
+
+/* LOCK.RELEASE <key> <owner>
+ * Reply: the acquisitions <owner> still holds (0: released; the next waiter is
+ * served). Anyone else gets an error and changes nothing. */
+static int LockRelease_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 3) return RedisModule_WrongArity(ctx);
+    RedisModuleKey *key;
+    if (open_lock(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE, &key) != 0)
+        return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+    uint64_t now_ms = mc_now_ms();
+    expire_leases(ctx, key, argv[1], now_ms);
+    size_t len;
+    const char *owner = RedisModule_StringPtrLen(argv[2], &len);
+    int left = -1;
+    lockv *l = NULL;
+    if (RedisModule_KeyType(key) != REDISMODULE_KEYTYPE_EMPTY) {
+        l = RedisModule_ModuleTypeGetValue(key);
+        left = lock_release(l, owner, len);
+    }
+    if (left < 0) {
+        RedisModule_CloseKey(key);
+        return RedisModule_ReplyWithError(ctx, ERR_NOT_OWNER);
+    }
+    replicate_state(ctx, argv[1], l);
+    arm_lease_timer(ctx, argv[1], l, now_ms);
+    RedisModule_CloseKey(key);
+    if (left == 0) waitq_kick(ctx, argv[1]);
+    return RedisModule_ReplyWithLongLong(ctx, left);
+}
+
+/* LOCK.EXTEND <key> <owner> <lease ms>
+ * Renews <owner>'s lease to end <lease ms> from now. Reply: the lease in ms.
+ * Anyone else gets an error and changes nothing. */
+static int LockExtend_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 4) return RedisModule_WrongArity(ctx);
+    uint64_t lease;
+    if (parse_u64(argv[3], 1, LOCK_MAX_LEASE_MS, &lease)) return reply_range(ctx, "lease (milliseconds)", 1, LOCK_MAX_LEASE_MS);
+    RedisModuleKey *key;
+    if (open_lock(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE, &key) != 0)
+        return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+    uint64_t now_ms = mc_now_ms();
+    expire_leases(ctx, key, argv[1], now_ms);
+    size_t len;
+    const char *owner = RedisModule_StringPtrLen(argv[2], &len);
+    lockv *l = RedisModule_KeyType(key) != REDISMODULE_KEYTYPE_EMPTY ? RedisModule_ModuleTypeGetValue(key) : NULL;
+    if (l == NULL || lock_extend(l, owner, len, now_ms, lease) != 0) {
+        RedisModule_CloseKey(key);
+        return RedisModule_ReplyWithError(ctx, ERR_NOT_OWNER);
+    }
+    replicate_state(ctx, argv[1], l);
+    arm_lease_timer(ctx, argv[1], l, now_ms);
+    RedisModule_CloseKey(key);
+    return RedisModule_ReplyWithLongLong(ctx, (long long)lease);
+}
+
+/* LOCK.INSPECT <key>
+ * Reply: [permits, last fencing token, waiters, [[owner, lease ms left, token,
+ * count], ...]] for the leases still running; nil when there is no such lock.
+ * Read-only (runs on replicas). */
+static int LockInspect_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 2) return RedisModule_WrongArity(ctx);
+    RedisModuleKey *key;
+    if (open_lock(ctx, argv[1], REDISMODULE_READ, &key) != 0)
+        return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+    if (RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_EMPTY) {
+        RedisModule_CloseKey(key);
+        return RedisModule_ReplyWithNull(ctx);
+    }
+    lockv *l = RedisModule_ModuleTypeGetValue(key);
+    uint64_t now_ms = mc_now_ms();
+    RedisModule_ReplyWithArray(ctx, 4);
+    RedisModule_ReplyWithLongLong(ctx, l->permits);
+    RedisModule_ReplyWithLongLong(ctx, (long long)l->last_token);
+    RedisModule_ReplyWithLongLong(ctx, waitq_length(ctx, argv[1]));
+    RedisModule_ReplyWithArray(ctx, lock_live_holders(l, now_ms));
+    for (uint32_t i = 0; i < l->nholders; i++) {
+        lock_holder *h = &l->holders[i];
+        if (h->expires_ms <= now_ms) continue;
+        RedisModule_ReplyWithArray(ctx, 4);
+        RedisModule_ReplyWithStringBuffer(ctx, h->owner, h->owner_len);
+        RedisModule_ReplyWithLongLong(ctx, (long long)(h->expires_ms - now_ms));
+        RedisModule_ReplyWithLongLong(ctx, (long long)h->token);
+        RedisModule_ReplyWithLongLong(ctx, h->count);
+    }
+    RedisModule_CloseKey(key);
+    return REDISMODULE_OK;
+}
+
+/* LOCK.STATE <key> <permits> <last token> <nholders> [<owner> <lease end unix ms> <count> <token>]...
+ * Internal (replication, AOF): replaces <key> with exactly this lock state. */
+static int LockState_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc < 5) return RedisModule_WrongArity(ctx);
+    const char *err;
+    lockv *l = lock_from_args(argv + 2, argc - 2, &err);
+    if (l == NULL) {
+        char buf[256];
+        snprintf(buf, sizeof(buf), "ERR invalid lock state: %s", err);
+        return RedisModule_ReplyWithError(ctx, buf);
+    }
+    RedisModuleKey *key;
+    if (open_lock(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE, &key) != 0) {
+        lock_free(l);
+        return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+    }
+    RedisModule_ModuleTypeSetValue(key, LockType, l);
+    if (!(RedisModule_GetContextFlags(ctx) & REDISMODULE_CTX_FLAGS_SLAVE))
+        arm_lease_timer(ctx, argv[1], l, mc_now_ms());
+    RedisModule_CloseKey(key);
+    RedisModule_ReplicateVerbatim(ctx);
+    return RedisModule_ReplyWithSimpleString(ctx, "OK");
+}
+
+/* ==== INFO and registration ==== */
+
+void lock_info(RedisModuleInfoCtx *ctx) {
+    RedisModule_InfoAddSection(ctx, "locks");
+    RedisModule_InfoAddFieldLongLong(ctx, "grants", lstats.grants);
+    RedisModule_InfoAddFieldLongLong(ctx, "waits", lstats.waits);
+    RedisModule_InfoAddFieldLongLong(ctx, "timeouts", lstats.timeouts);
+    RedisModule_InfoAddFieldLongLong(ctx, "leases_expired_while_held", lstats.expired);
+    RedisModule_InfoAddFieldLongLong(ctx, "waiters", lstats.waiting);
+}
+
+static const struct {
+    const char *name;
+    RedisModuleCmdFunc fn;
+    const char *flags;
+} commands[] = {
+    {"LOCK.ACQUIRE", LockAcquire_RedisCommand, "write deny-oom"},
+    {"LOCK.RELEASE", LockRelease_RedisCommand, "write fast"},
+    {"LOCK.EXTEND", LockExtend_RedisCommand, "write deny-oom fast"},
+    {"LOCK.INSPECT", LockInspect_RedisCommand, "readonly fast"},
+    {CMD_LOCK_STATE, LockState_RedisCommand, "write deny-oom"},
+};
+
+int lock_cmd_register(RedisModuleCtx *ctx) {
+    lease_timers = RedisModule_CreateDict(NULL);
+    sessions = RedisModule_CreateDict(NULL);
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+        if (RedisModule_CreateCommand(ctx, commands[i].name, commands[i].fn, commands[i].flags, 1, 1, 1) ==
+            REDISMODULE_ERR)
+            return REDISMODULE_ERR;
+        if (cmdinfo_set(ctx, commands[i].name) == REDISMODULE_ERR) {
+            RedisModule_Log(ctx, "warning", "could not set the command info of %s", commands[i].name);
+            return REDISMODULE_ERR;
+        }
+    }
+    if (RedisModule_SubscribeToServerEvent(ctx, RedisModuleEvent_ClientChange, on_client_change) == REDISMODULE_ERR ||
+        RedisModule_SubscribeToServerEvent(ctx, RedisModuleEvent_ReplicationRoleChanged, on_role_change) ==
+            REDISMODULE_ERR)
+        return REDISMODULE_ERR;
+    return REDISMODULE_OK;
+}
