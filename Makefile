@@ -25,7 +25,7 @@ CORE_SRC := src/alloc.c src/bucket.c src/captcha.c src/keyslot.c src/gcra.c src/
 GLUE_SRC := src/module.c src/bucket_io.c src/captcha_type.c src/captcha_cmd.c src/cmdinfo.c src/legacy_type.c src/ratelimit_type.c src/ratelimit_cmd.c src/waitq.c src/lock_type.c src/lock_cmd.c
 CORE_OBJ := $(CORE_SRC:src/%.c=$(BUILD)/%.o)
 GLUE_OBJ := $(GLUE_SRC:src/%.c=$(BUILD)/%.o)
-UNIT_TESTS := $(BUILD)/test_bucket $(BUILD)/test_captcha $(BUILD)/test_gcra
+UNIT_TESTS := $(BUILD)/test_bucket $(BUILD)/test_captcha $(BUILD)/test_gcra $(BUILD)/test_lock
 
 ASAN_DIR := $(BUILD)/asan
 ASAN_MODULE := $(ASAN_DIR)/$(MODULE)
