@@ -128,7 +128,8 @@ static void drop_pending(RedisModuleCtx *ctx, int delete_keys) {
             const char *n = RedisModule_StringPtrLen(p->name, &len);
             if (len > 5 && memcmp(n, "mcap:", 5) == 0) {
                 delete_if(ctx, p->name, LegacyBucketType);
-                RedisModuleString *timer = RedisModule_CreateStringPrintf(NULL, "timer:%.*s", (int)len, n);
+                RedisModuleString *timer = RedisModule_CreateString(NULL, "timer:", 6);
+                RedisModule_StringAppendBuffer(NULL, timer, n, len);
                 delete_if(ctx, timer, NULL);
                 RedisModule_FreeString(NULL, timer);
             } else {

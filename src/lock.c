@@ -100,6 +100,7 @@ lock_outcome lock_acquire(lockv *l, const char *owner, size_t len, uint64_t now_
     }
     if (l->nholders >= l->permits) return LOCK_BUSY;
     uint64_t t = l->last_token + 1 > token_floor ? l->last_token + 1 : token_floor;
+    if (l->last_token >= LOCK_MAX_TOKEN || t > LOCK_MAX_TOKEN) return LOCK_EXHAUSTED;
     if (push_holder(l, owner, len, now_ms + lease_ms, 1, t, client_id) != 0) return LOCK_BUSY;
     l->last_token = t;
     *token = t;
@@ -125,6 +126,7 @@ int lock_extend(lockv *l, const char *owner, size_t len, uint64_t now_ms, uint64
 int lock_restore_holder(lockv *l, const char *owner, size_t len, uint64_t expires_ms, uint32_t count,
                         uint64_t token) {
     if (len == 0 || len > LOCK_MAX_OWNER_BYTES || count == 0 || token == 0 || token > l->last_token ||
+        l->last_token > LOCK_MAX_TOKEN ||
         l->nholders >= LOCK_MAX_PERMITS || lock_find(l, owner, len) >= 0)
         return -1;
     return push_holder(l, owner, len, expires_ms, count, token, 0);

@@ -22,6 +22,7 @@
 #define LOCK_MAX_PERMITS 1024
 #define LOCK_MAX_OWNER_BYTES 256
 #define LOCK_MAX_LEASE_MS (1ULL << 40)
+#define LOCK_MAX_TOKEN (1ULL << 62) /* tokens stay below this (µs clock: year ~148,000) */
 
 typedef struct lock_holder {
     char *owner;          /* owner token, owner_len bytes (not NUL-terminated) */
@@ -41,6 +42,7 @@ typedef struct lockv {
 
 typedef enum lock_outcome {
     LOCK_GRANTED,   /* a new holder */
+    LOCK_EXHAUSTED, /* the lock's tokens reached LOCK_MAX_TOKEN: no grant can get a larger one */
     LOCK_REENTERED, /* the same owner again (reentrant): count + 1, lease renewed */
     LOCK_BUSY,      /* no permit free */
     LOCK_OWNED,     /* the owner holds it already and did not ask for reentrancy */

@@ -28,6 +28,8 @@
 #define ERR_NOT_OWNER "ERR the lock is not held by this owner"
 
 static uint64_t token_floor_us;  /* raised on promotion */
+static uint64_t max_token_seen;  /* every token issued or loaded here: new ones go above */
+static RedisModuleCtx *detached; /* to create timers from callbacks that have no context */
 static struct {
     long long grants, waits, timeouts, expired, waiting;
 } lstats;
@@ -54,8 +56,17 @@ static int reply_range(RedisModuleCtx *ctx, const char *what, unsigned long long
     return RedisModule_ReplyWithError(ctx, buf);
 }
 
+/* The smallest token a new grant may take: above the clock (so tokens grow
+ * across restarts and deleted keys), above every token this process has seen
+ * (the clock has millisecond resolution on Redis 7.0), and above the margin set
+ * on promotion. */
 static uint64_t token_floor(uint64_t now_us) {
-    return now_us > token_floor_us ? now_us : token_floor_us;
+    uint64_t f = now_us > token_floor_us ? now_us : token_floor_us;
+    return f > max_token_seen ? f : max_token_seen + 1;
+}
+
+static void saw_token(uint64_t t) {
+    if (t > max_token_seen && t <= LOCK_MAX_TOKEN) max_token_seen = t;
 }
 
 /* Open a lock key, checking its type. 0, or -1 when it holds another type. */
@@ -91,9 +102,7 @@ typedef struct lease_timer {
 static RedisModuleDict *lease_timers; /* "<db>:<key>" -> lease_timer */
 
 static RedisModuleString *timer_id(int db, RedisModuleString *key) {
-    size_t len;
-    const char *k = RedisModule_StringPtrLen(key, &len);
-    return RedisModule_CreateStringPrintf(NULL, "%d:%.*s", db, (int)len, k);
+    return mc_db_key_id(db, key);
 }
 
 static void lease_timer_fired(RedisModuleCtx *ctx, void *data);
@@ -147,16 +156,8 @@ static void lease_timer_fired(RedisModuleCtx *ctx, void *data) {
     lease_timer *t = data;
     t->armed = 0; /* this timer is firing */
     int flags = RedisModule_GetContextFlags(ctx);
-    if (flags & (REDISMODULE_CTX_FLAGS_SLAVE | REDISMODULE_CTX_FLAGS_READONLY)) {
-        /* The primary replicates expiries; drop the timer's bookkeeping. */
-        RedisModuleString *keyname = RedisModule_CreateStringFromString(NULL, t->key);
-        int saved = RedisModule_GetSelectedDb(ctx);
-        RedisModule_SelectDb(ctx, t->db);
-        arm_lease_timer(ctx, keyname, NULL, 0);
-        RedisModule_SelectDb(ctx, saved);
-        RedisModule_FreeString(NULL, keyname);
-        return;
-    }
+    if (flags & (REDISMODULE_CTX_FLAGS_SLAVE | REDISMODULE_CTX_FLAGS_READONLY))
+        return; /* the primary replicates expiries; keep tracking for a promotion */
     uint64_t now_ms = mc_now_ms();
     int saved = RedisModule_GetSelectedDb(ctx);
     RedisModule_SelectDb(ctx, t->db);
@@ -179,6 +180,84 @@ static void lease_timer_fired(RedisModuleCtx *ctx, void *data) {
     }
     RedisModule_FreeString(NULL, keyname);
     RedisModule_SelectDb(ctx, saved);
+}
+
+/* On a replica: remember a held lock's key (timer not armed) so that a
+ * promotion can arm it; forget it when nobody holds the lock. */
+static void track_lock(RedisModuleCtx *ctx, RedisModuleString *keyname, const lockv *l) {
+    int db = RedisModule_GetSelectedDb(ctx);
+    RedisModuleString *id = timer_id(db, keyname);
+    lease_timer *t = RedisModule_DictGet(lease_timers, id, NULL);
+    if (l && l->nholders && t == NULL) {
+        t = RedisModule_Calloc(1, sizeof(*t));
+        t->db = db;
+        t->key = RedisModule_CreateStringFromString(NULL, keyname);
+        t->id = id;
+        RedisModule_DictSet(lease_timers, id, t);
+        return;
+    }
+    if ((l == NULL || l->nholders == 0) && t && !t->armed) {
+        RedisModule_DictDel(lease_timers, id, NULL);
+        RedisModule_FreeString(NULL, t->key);
+        RedisModule_FreeString(NULL, t->id);
+        RedisModule_Free(t);
+    }
+    RedisModule_FreeString(NULL, id);
+}
+
+/* Arm (primary) or track (replica) the lease timer of the lock at db/key. */
+static void arm_or_track(RedisModuleCtx *ctx, int db, RedisModuleString *keyname) {
+    int saved = RedisModule_GetSelectedDb(ctx);
+    if (db >= 0) RedisModule_SelectDb(ctx, db);
+    RedisModuleKey *key;
+    if (open_lock(ctx, keyname, REDISMODULE_READ, &key) == 0) {
+        lockv *l = RedisModule_KeyType(key) != REDISMODULE_KEYTYPE_EMPTY ? RedisModule_ModuleTypeGetValue(key) : NULL;
+        if (RedisModule_GetContextFlags(ctx) & REDISMODULE_CTX_FLAGS_SLAVE) track_lock(ctx, keyname, l);
+        else arm_lease_timer(ctx, keyname, l, mc_now_ms());
+        RedisModule_CloseKey(key);
+    }
+    RedisModule_SelectDb(ctx, saved);
+}
+
+/* Locks that arrived by RDB load, RESTORE or COPY, waiting for their timers. */
+typedef struct loaded_lock {
+    int db;
+    RedisModuleString *key;
+    struct loaded_lock *next;
+} loaded_lock;
+
+static loaded_lock *loaded;
+static int loaded_timer_armed;
+
+static void arm_loaded(RedisModuleCtx *ctx, void *data) {
+    (void)data;
+    loaded_timer_armed = 0;
+    if (RedisModule_GetContextFlags(ctx) & REDISMODULE_CTX_FLAGS_LOADING) {
+        loaded_timer_armed = 1; /* still loading: later */
+        RedisModule_CreateTimer(ctx, 10, arm_loaded, NULL);
+        return;
+    }
+    while (loaded) {
+        loaded_lock *p = loaded;
+        loaded = p->next;
+        arm_or_track(ctx, p->db, p->key);
+        RedisModule_FreeString(NULL, p->key);
+        RedisModule_Free(p);
+    }
+}
+
+void lock_loaded(const lockv *l, int db, const RedisModuleString *key) {
+    saw_token(l->last_token);
+    if (key == NULL || l->nholders == 0 || detached == NULL) return;
+    loaded_lock *p = RedisModule_Alloc(sizeof(*p));
+    p->db = db;
+    p->key = RedisModule_CreateStringFromString(NULL, key);
+    p->next = loaded;
+    loaded = p;
+    if (!loaded_timer_armed) {
+        loaded_timer_armed = 1;
+        RedisModule_CreateTimer(detached, 0, arm_loaded, NULL);
+    }
 }
 
 /* ==== Sessions: release on disconnect ==== */
@@ -278,14 +357,29 @@ static void on_client_change(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t s
 }
 
 static void on_role_change(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t sub, void *data) {
-    (void)ctx;
     (void)e;
     (void)data;
-    if (sub == REDISMODULE_EVENT_REPLROLECHANGED_NOW_MASTER) {
-        /* Grants the old primary made but never replicated may have used tokens
-         * up to its clock: issue tokens from well beyond ours. */
-        token_floor_us = mc_now_us() + FENCING_MARGIN_US;
+    if (sub != REDISMODULE_EVENT_REPLROLECHANGED_NOW_MASTER) return;
+    /* Grants the old primary made but never replicated may have used tokens up
+     * to its clock: issue tokens from well beyond ours. */
+    token_floor_us = mc_now_us() + FENCING_MARGIN_US;
+    /* The leases this node tracked as a replica now end by its own timers. */
+    size_t n = 0, cap = 16;
+    lease_timer **todo = RedisModule_Alloc(cap * sizeof(*todo));
+    RedisModuleDictIter *it = RedisModule_DictIteratorStartC(lease_timers, "^", NULL, 0);
+    lease_timer *t;
+    while (RedisModule_DictNextC(it, NULL, (void **)&t)) {
+        if (t->armed) continue;
+        if (n == cap) todo = RedisModule_Realloc(todo, (cap *= 2) * sizeof(*todo));
+        todo[n++] = t;
     }
+    RedisModule_DictIteratorStop(it);
+    for (size_t i = 0; i < n; i++) {
+        RedisModuleString *keyname = RedisModule_CreateStringFromString(NULL, todo[i]->key);
+        arm_or_track(ctx, todo[i]->db, keyname); /* may free todo[i] */
+        RedisModule_FreeString(NULL, keyname);
+    }
+    RedisModule_Free(todo);
 }
 
 /* ==== Acquire (immediately or from the wait queue) ==== */
@@ -300,13 +394,15 @@ typedef struct lock_req {
 } lock_req;
 
 typedef struct lock_reply {
-    int error;          /* 1: WRONGTYPE */
+    int error;          /* 1: WRONGTYPE, 2: tokens exhausted */
     int granted;
     long long token;    /* fencing token, or -1 */
     long long ms;       /* granted: lease ms; not: ms until the earliest lease ends (or -1) */
 } lock_reply;
 
 static int reply_acquire(RedisModuleCtx *ctx, const lock_reply *r) {
+    if (r->error == 2)
+        return RedisModule_ReplyWithError(ctx, "ERR the lock's fencing tokens are exhausted; delete the key to reset it");
     if (r->error) return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
     RedisModule_ReplyWithArray(ctx, 3);
     RedisModule_ReplyWithLongLong(ctx, r->granted);
@@ -334,7 +430,14 @@ static int try_acquire(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleStri
     lock_outcome o = lock_acquire(l, req->owner, req->owner_len, now_ms, req->lease_ms, req->reentrant,
                                   req->client_id, token_floor(now_us), &token);
     out->error = 0;
+    if (o == LOCK_EXHAUSTED) {
+        if (created) lock_free(l);
+        else l->permits = old_permits;
+        out->error = 2;
+        return 1;
+    }
     if (o == LOCK_GRANTED || o == LOCK_REENTERED) {
+        saw_token(token);
         if (created) RedisModule_ModuleTypeSetValue(key, LockType, l);
         replicate_state(ctx, keyname, l);
         arm_lease_timer(ctx, keyname, l, now_ms);
@@ -568,7 +671,10 @@ static int LockState_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv,
         return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
     }
     RedisModule_ModuleTypeSetValue(key, LockType, l);
-    if (!(RedisModule_GetContextFlags(ctx) & REDISMODULE_CTX_FLAGS_SLAVE))
+    saw_token(l->last_token);
+    if (RedisModule_GetContextFlags(ctx) & REDISMODULE_CTX_FLAGS_SLAVE)
+        track_lock(ctx, argv[1], l); /* a replica ends nothing itself, but remembers for a promotion */
+    else
         arm_lease_timer(ctx, argv[1], l, mc_now_ms());
     RedisModule_CloseKey(key);
     RedisModule_ReplicateVerbatim(ctx);
@@ -601,6 +707,7 @@ static const struct {
 int lock_cmd_register(RedisModuleCtx *ctx) {
     lease_timers = RedisModule_CreateDict(NULL);
     sessions = RedisModule_CreateDict(NULL);
+    detached = RedisModule_GetDetachedThreadSafeContext(ctx);
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
         if (RedisModule_CreateCommand(ctx, commands[i].name, commands[i].fn, commands[i].flags, 1, 1, 1) ==
             REDISMODULE_ERR)

@@ -24,6 +24,11 @@ int lock_cmd_register(RedisModuleCtx *ctx);
  * Free with captcha_free_args. */
 RedisModuleString **lock_state_args(const lockv *l, size_t *n);
 
+/* A lock value arrived without a command (RDB load, RESTORE, COPY): raise the
+ * process-wide token floor past its tokens and arm its lease timer soon (db -1:
+ * the db is not known; key may be NULL). */
+void lock_loaded(const lockv *l, int db, const RedisModuleString *key);
+
 /* Parse LOCK.STATE's arguments; NULL and *err (no code) on failure. */
 lockv *lock_from_args(RedisModuleString **argv, int argc, const char **err);
 

@@ -36,7 +36,9 @@ static void *LockRdbLoad(RedisModuleIO *rdb, int encver) {
     uint64_t permits = RedisModule_LoadUnsigned(rdb);
     uint64_t last = RedisModule_LoadUnsigned(rdb);
     uint64_t n = RedisModule_LoadUnsigned(rdb);
-    if (RedisModule_IsIOError(rdb) || permits == 0 || permits > LOCK_MAX_PERMITS || n > LOCK_MAX_PERMITS) goto fail;
+    if (RedisModule_IsIOError(rdb) || permits == 0 || permits > LOCK_MAX_PERMITS || n > LOCK_MAX_PERMITS ||
+        last > LOCK_MAX_TOKEN)
+        goto fail;
     l = lock_new((uint32_t)permits);
     l->last_token = last;
     for (uint64_t i = 0; i < n; i++) {
@@ -51,6 +53,8 @@ static void *LockRdbLoad(RedisModuleIO *rdb, int encver) {
         RedisModule_Free(owner);
         if (bad) goto fail;
     }
+    /* Keep fencing tokens growing past this lock's, and end its leases on time. */
+    lock_loaded(l, RedisModule_GetDbIdFromIO(rdb), RedisModule_GetKeyNameFromIO(rdb));
     return l;
 fail:
     RedisModule_LogIOError(rdb, "warning", "mcaptcha_cache: corrupt or truncated lock value");
@@ -86,7 +90,7 @@ static int arg_u64(RedisModuleString *s, uint64_t min, uint64_t max, uint64_t *o
 lockv *lock_from_args(RedisModuleString **argv, int argc, const char **err) {
     uint64_t permits, last, n;
     *err = "expected permits last_token nholders [owner expires_ms count token]...";
-    if (argc < 3 || arg_u64(argv[0], 1, LOCK_MAX_PERMITS, &permits) || arg_u64(argv[1], 0, INT64_MAX, &last) ||
+    if (argc < 3 || arg_u64(argv[0], 1, LOCK_MAX_PERMITS, &permits) || arg_u64(argv[1], 0, LOCK_MAX_TOKEN, &last) ||
         arg_u64(argv[2], 0, LOCK_MAX_PERMITS, &n) || (uint64_t)argc != 3 + 4 * n)
         return NULL;
     lockv *l = lock_new((uint32_t)permits);
@@ -98,7 +102,7 @@ lockv *lock_from_args(RedisModuleString **argv, int argc, const char **err) {
         size_t len;
         const char *owner = RedisModule_StringPtrLen(h[0], &len);
         if (arg_u64(h[1], 0, LOCK_MAX_TIME_MS, &expires) || arg_u64(h[2], 1, UINT32_MAX, &count) ||
-            arg_u64(h[3], 1, INT64_MAX, &token) ||
+            arg_u64(h[3], 1, LOCK_MAX_TOKEN, &token) ||
             lock_restore_holder(l, owner, len, expires, (uint32_t)count, token) != 0) {
             lock_free(l);
             return NULL;
@@ -138,8 +142,10 @@ static void LockFree(void *value) {
 
 static void *LockCopy(RedisModuleString *fromkey, RedisModuleString *tokey, const void *value) {
     (void)fromkey;
-    (void)tokey;
-    return lock_dup(value);
+    lockv *l = lock_dup(value);
+    /* COPY does not say which db the copy goes to: track it in the source's. */
+    if (l) lock_loaded(l, -1, tokey);
+    return l;
 }
 
 int lock_type_register(RedisModuleCtx *ctx) {

@@ -4,6 +4,7 @@
  * Loads on Redis 7.0 and later. APIs newer than 7.0 are looked up at run time
  * (RedisModule_GetApi) and used only when present. */
 #include <jansson.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "alloc.h"
@@ -53,6 +54,16 @@ int mc_slot_is_mine(RedisModuleCtx *ctx, unsigned slot) {
     }
     if (r) RedisModule_FreeCallReply(r);
     return mine;
+}
+
+RedisModuleString *mc_db_key_id(int db, RedisModuleString *key) {
+    char prefix[16];
+    int n = snprintf(prefix, sizeof(prefix), "%d:", db);
+    size_t len;
+    const char *k = RedisModule_StringPtrLen(key, &len);
+    RedisModuleString *id = RedisModule_CreateString(NULL, prefix, (size_t)n);
+    RedisModule_StringAppendBuffer(NULL, id, k, len);
+    return id;
 }
 
 static void info_callback(RedisModuleInfoCtx *ctx, int for_crash_report) {

@@ -50,6 +50,9 @@ uint64_t mc_now_us(void);
  * cluster). Only for slow paths: it costs a CLUSTER SLOTS call. */
 int mc_slot_is_mine(RedisModuleCtx *ctx, unsigned slot);
 
+/* "<db>:<key>", binary-safe: the id of a key in the module's own dicts. */
+RedisModuleString *mc_db_key_id(int db, RedisModuleString *key);
+
 int captcha_type_register(RedisModuleCtx *ctx);
 
 /* The text form of a captcha's state (captcha_type.c): the arguments after the

@@ -37,9 +37,7 @@ static RedisModuleDict *by_client; /* blocked client handle -> waiter */
 static long long total_waiting;
 
 static RedisModuleString *queue_id(int db, RedisModuleString *key) {
-    size_t len;
-    const char *k = RedisModule_StringPtrLen(key, &len);
-    return RedisModule_CreateStringPrintf(NULL, "%d:%.*s", db, (int)len, k);
+    return mc_db_key_id(db, key);
 }
 
 static waitq *find_queue(RedisModuleCtx *ctx, RedisModuleString *key) {

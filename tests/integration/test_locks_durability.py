@@ -1,0 +1,554 @@
+"""Durability of lock keys: SAVE + restart and DEBUG RELOAD (holders, absolute
+leases, tokens), AOF (appendfsync always, no RDB preamble) after kill -9,
+BGREWRITEAOF + restart, replicas after a mixed workload, DUMP/RESTORE and COPY,
+RESTORE of mutated/truncated DUMP payloads, leases that end on time after a
+restart or a promotion, the top of the token range, and LOCK.* in Redis Cluster.
+
+DEBUG DIGEST-VALUE of a lock covers permits, last token and every holder's
+owner, absolute lease end, count and token, so equal digests mean equal locks."""
+
+import glob
+import os
+import random
+import struct
+import threading
+import time
+
+import pytest
+import redis
+
+from cluster import key_slot, names_in_slots, redis_cluster  # noqa: F401 (fixture)
+from conftest import _register_manager
+from mcap import digest_value
+from servers import RawConnection, raw_command, wait_replicas_synced
+from test_locks import (ACQ, EXT, INS, REL, STATE, acquire, holders, inspect, lock_stats,
+                        now_us, wait_for)
+
+try:  # the CRC-64 helpers of the captcha durability tests
+    from test_persistence import crc64, repack
+except Exception:  # pragma: no cover - a local copy if that file cannot be imported
+    def _crc64_table():
+        poly = 0x95AC9329AC4BC9B5
+        table = []
+        for i in range(256):
+            c = i
+            for _ in range(8):
+                c = (c >> 1) ^ poly if c & 1 else c >> 1
+            table.append(c)
+        return table
+
+    _CRC_TABLE = _crc64_table()
+
+    def crc64(data, crc=0):
+        for byte in data:
+            crc = _CRC_TABLE[(crc ^ byte) & 0xFF] ^ (crc >> 8)
+        return crc
+
+    def repack(body, version):
+        x = body + version
+        return x + struct.pack("<Q", crc64(x))
+
+INT64_MAX = 2 ** 63 - 1
+
+
+# ------------------------------------------------------------------ helpers
+_session_conns = []
+
+
+@pytest.fixture(autouse=True)
+def _close_session_conns():
+    yield
+    while _session_conns:
+        _session_conns.pop().close()
+
+
+def populate_locks(c):
+    """Locks of every shape with long leases (nothing ends during a test). Returns the keys.
+    The SESSION holder's connection is not one the harness closes before a restart (its
+    close would release the lock and, with AOF, log that)."""
+    now = int(time.time() * 1000)
+    assert acquire(c, "m:held", "alice", 60000)[0] == 1
+    assert acquire(c, "m:free", "bob", 60000)[0] == 1
+    assert c.execute_command(REL, "m:free", "bob") == 0
+    assert acquire(c, "s:sem", "a", 30000, "PERMITS", 5)[0] == 1
+    for _ in range(3):
+        assert acquire(c, "s:sem", "b", 45000, "PERMITS", 5, "REENTRANT")[0] == 1
+    assert acquire(c, "s:sem", "c", 50000, "PERMITS", 5)[0] == 1
+    kw = c.connection_pool.connection_kwargs
+    sc = RawConnection(kw["host"], kw["port"])
+    _session_conns.append(sc)
+    assert sc.command(ACQ, "m:session", "sess", 40000, "SESSION").startswith(b"*3\r\n:1\r\n")
+    assert acquire(c, "m:binary", b"\x00\xff owner\r\n", 55000)[0] == 1
+    assert acquire(c, "m:long-owner", "x" * 256, 35000)[0] == 1
+    ahead = now_us(c) + 10 ** 12
+    assert c.execute_command(STATE, "m:ahead", 2, ahead, 2, "p", now + 40000, 7, ahead - 5,
+                             "q", now + 50000, 1, ahead) == b"OK"
+    assert c.execute_command(EXT, "m:held", "alice", 58000) == 58000
+    return ["m:held", "m:free", "s:sem", "m:session", "m:binary", "m:long-owner", "m:ahead"]
+
+
+def digests(c, keys):
+    return {k: digest_value(c, k) for k in keys}
+
+
+def shape(v):
+    """LOCK.INSPECT without the lease times: (permits, last, waiters, [(owner, token, count)])."""
+    if v is None:
+        return None
+    return (v[0], v[1], v[2], sorted((h[0], h[2], h[3]) for h in v[3]))
+
+
+def leases(v):
+    return {h[0]: h[1] for h in v[3]}
+
+
+def lock_state_of(c, keys):
+    """{key: (digest, shape, {owner: lease_ms_left})} and the time span it was read in."""
+    t0 = time.time()
+    out = {}
+    for k in keys:
+        v = inspect(c, k)
+        out[k] = (digest_value(c, k), shape(v), leases(v))
+    return out, t0, time.time()
+
+
+def assert_same_locks(before, after, what):
+    (b, b0, b1), (a, a0, a1) = before, after
+    assert sorted(a) == sorted(b)
+    for k in b:
+        assert a[k][1] == b[k][1], "%s: %s INSPECT %r, before %r" % (what, k, a[k][1], b[k][1])
+        assert a[k][0] == b[k][0], "%s: %s digest changed" % (what, k)
+        # absolute leases: what is left shrank by the time that passed
+        for owner, left in b[k][2].items():
+            la = a[k][2][owner]
+            lo = left - (a1 - b0) * 1000 - 2
+            hi = left - (a0 - b1) * 1000 + 2
+            assert lo <= la <= hi, "%s: %s %r lease left %d, expected %d..%d" % (
+                what, k, owner, la, lo, hi)
+
+
+def check_locks_enforced(c):
+    assert acquire(c, "m:held", "mallory", 1000)[0] == 0
+    v = inspect(c, "s:sem")
+    assert v[0] == 5 and len(v[3]) >= 2
+    for i in range(5 - len(v[3])):
+        assert acquire(c, "s:sem", "extra%d" % i, 1000, "PERMITS", 5)[0] == 1
+    assert acquire(c, "s:sem", "one-too-many", 1000, "PERMITS", 5)[0] == 0
+    assert c.execute_command(REL, "s:sem", "b") == 2
+    assert c.execute_command(REL, "m:held", "alice") == 0
+    g = acquire(c, "m:ahead", "r", 1000, "PERMITS", 3)
+    assert g[0] == 1 and g[1] == inspect(c, "m:ahead")[1]
+
+
+# ------------------------------------------------------------------ RDB
+def test_save_restart_keeps_locks(servers):
+    s = servers.new()
+    c = s.client()
+    keys = populate_locks(c)
+    before = lock_state_of(c, keys)
+    assert c.save()
+    time.sleep(0.1)
+    s.restart()
+    c = s.client()
+    assert_same_locks(before, lock_state_of(c, keys), "SAVE + restart")
+    # a session holder's connection is not persisted: only its lease holds it now
+    assert list(holders(c, "m:session")) == [b"sess"]
+    check_locks_enforced(c)
+
+
+def test_debug_reload_keeps_locks(server, r):
+    keys = populate_locks(r)
+    before = lock_state_of(r, keys)
+    time.sleep(0.05)
+    assert r.execute_command("DEBUG", "RELOAD") == b"OK"
+    assert_same_locks(before, lock_state_of(r, keys), "DEBUG RELOAD")
+    check_locks_enforced(r)
+
+
+# ------------------------------------------------------------------ AOF
+def aof_text(s):
+    data = b""
+    for p in sorted(glob.glob(os.path.join(s.aof_dir(), "*"))):
+        if p.endswith(".manifest"):
+            continue
+        with open(p, "rb") as f:
+            data += f.read()
+    return data
+
+
+def test_aof_kill9_same_state(aof_server):
+    s = aof_server(preamble=False)
+    c = s.client()
+    keys = populate_locks(c)
+    # more history: releases, extensions, a lease that ends by itself, a DEL
+    assert acquire(c, "m:short", "t", 100)[0] == 1
+    assert acquire(c, "m:gone", "t", 60000)[0] == 1
+    c.delete("m:gone")
+    assert c.execute_command(EXT, "s:sem", "c", 44000) == 44000
+    assert c.execute_command(REL, "s:sem", "a") == 0
+    e0 = lock_stats(s)["leases_expired_while_held"]
+    wait_for(lambda: lock_stats(s)["leases_expired_while_held"] > e0, 2.0, "m:short to end")
+    keys.append("m:short")
+    before = lock_state_of(c, keys)
+    assert c.exists("m:gone") == 0
+    text = aof_text(s)
+    assert b"LOCK.STATE" in text
+    assert b"LOCK.ACQUIRE" not in text and b"LOCK.RELEASE" not in text, (
+        "a clock-reading command was written to the AOF")
+    s.restart(kill=True)
+    c = s.client()
+    assert_same_locks(before, lock_state_of(c, keys), "AOF kill -9")
+    assert c.exists("m:gone") == 0
+    assert holders(c, "m:short") == {}
+    check_locks_enforced(c)
+
+
+@pytest.mark.parametrize("preamble", [False, True], ids=["no-preamble", "preamble"])
+def test_bgrewriteaof_then_restart_same_digest(aof_server, preamble):
+    s = aof_server(preamble=preamble)
+    c = s.client()
+    keys = populate_locks(c)
+    c.bgrewriteaof()
+    s.wait_aof_rewrite_done()
+    # a change after the rewrite goes to the new incremental file
+    assert c.execute_command(EXT, "s:sem", "a", 42000) == 42000
+    before = lock_state_of(c, keys)
+    whole = c.execute_command("DEBUG", "DIGEST")
+    if not preamble:
+        assert b"LOCK.STATE" in aof_text(s)
+    s.restart()
+    c = s.client()
+    assert_same_locks(before, lock_state_of(c, keys), "BGREWRITEAOF + restart")
+    assert c.execute_command("DEBUG", "DIGEST") == whole
+
+
+# -------------------------------------------------------------- replication
+def test_replica_digests_after_mixed_workload(servers):
+    primary = servers.new(name="primary")
+    replica = servers.replica_of(primary, name="replica")
+    c = primary.client()
+    rng = random.Random(4242)
+    keys = ["w%d" % i for i in range(16)]
+    permits = {k: 1 + (i % 4) for i, k in enumerate(keys)}
+    owners = ["o%d" % i for i in range(6)]
+    ops = []
+    for _ in range(500):
+        k = rng.choice(keys)
+        o = rng.choice(owners)
+        x = rng.random()
+        if x < 0.45:
+            lease = rng.choice([50, 80, 120, 20000, 30000])
+            opts = ["PERMITS", permits[k]]
+            if rng.random() < 0.3:
+                opts.append("REENTRANT")
+            ops.append((ACQ, k, o, lease, *opts))
+        elif x < 0.75:
+            ops.append((REL, k, o))
+        elif x < 0.88:
+            ops.append((EXT, k, o, rng.choice([60, 25000])))
+        elif x < 0.93:
+            ops.append(("DEL", k))
+        elif x < 0.97:
+            ops.append((INS, k))
+        else:
+            ops.append((ACQ, k, "", 100))  # an error
+    results = []
+    for i in range(0, len(ops), 50):
+        p = c.pipeline(transaction=False)
+        for op in ops[i:i + 50]:
+            p.execute_command(*op)
+        results += p.execute(raise_on_error=False)
+        time.sleep(0.01)
+    granted = sum(1 for op, res in zip(ops, results)
+                  if op[0] == ACQ and isinstance(res, list) and res[0] == 1)
+    assert granted > 50
+    time.sleep(0.3)  # every short lease has ended (by the timers)
+    wait_replicas_synced(primary, [replica])
+    rc = replica.client()
+    present = [k for k in keys if c.exists(k)]
+    assert len(present) > 8
+    assert sorted(rc.keys("w*")) == sorted(k.encode() for k in present)
+    for k in present:
+        assert digest_value(rc, k) == digest_value(c, k), k
+        assert shape(inspect(rc, k)) == shape(inspect(c, k)), k
+    assert rc.execute_command("DEBUG", "DIGEST") == c.execute_command("DEBUG", "DIGEST")
+    # a replica attached now (full sync) has the same
+    replica2 = servers.replica_of(primary, name="replica2")
+    r2 = replica2.client()
+    for k in present:
+        assert digest_value(r2, k) == digest_value(c, k), k
+
+
+# ---------------------------------------------------------- DUMP / COPY
+def test_dump_restore_and_copy_roundtrip(servers, server, r):
+    keys = populate_locks(r)
+    other = servers.new(name="other").client()
+    for k in keys:
+        d = digest_value(r, k)
+        payload = r.dump(k)
+        assert crc64(payload[:-8]) == struct.unpack("<Q", payload[-8:])[0]
+        assert r.restore(k + ":restored", 0, payload)
+        assert digest_value(r, k + ":restored") == d, k
+        assert shape(inspect(r, k + ":restored")) == shape(inspect(r, k))
+        assert other.restore(k, 0, payload)
+        assert digest_value(other, k) == d, k
+        assert r.copy(k, k + ":copy")
+        assert digest_value(r, k + ":copy") == d, k
+        assert r.type(k + ":copy") == b"mcap-lock"
+        # REPLACE over another lock
+        assert r.restore(k + ":restored", 0, r.dump("m:held"), replace=True)
+        assert digest_value(r, k + ":restored") == digest_value(r, "m:held")
+    # the copy is its own lock: releasing the original leaves it held
+    assert r.execute_command(REL, "m:held", "alice") == 0
+    assert list(holders(r, "m:held:copy")) == [b"alice"]
+    assert acquire(r, "m:held", "bob", 1000)[0] == 1
+    assert acquire(r, "m:held:copy", "bob", 1000)[0] == 0
+    # restored elsewhere, the holders are enforced there as well
+    assert acquire(other, "s:sem", "z1", 1000, "PERMITS", 5)[0] == 1
+    assert acquire(other, "s:sem", "z2", 1000, "PERMITS", 5)[0] == 1
+    assert acquire(other, "s:sem", "z3", 1000, "PERMITS", 5)[0] == 0
+
+
+LOCK_TRIES = 300
+
+
+def test_restore_mutated_lock_payloads_server_survives(server, r):
+    populate_locks(r)
+    bases = [r.dump(k) for k in ("m:held", "m:free", "s:sem", "m:ahead", "m:binary")]
+    for p in bases:
+        assert r.restore("fz-ok", 0, repack(p[:-10], p[-10:-8]), replace=True)
+    r.delete("fz-ok")
+    rng = random.Random(99)
+    accepted, rejected, truncated_accepted = [], 0, []
+    for i in range(LOCK_TRIES):
+        base = rng.choice(bases)
+        body, version = bytearray(base[:-10]), base[-10:-8]
+        kind = rng.choice(["truncate", "flip", "flip", "byte", "insert", "delete", "multi"])
+        if kind == "truncate":
+            body = body[:rng.randrange(0, len(body))]
+        elif kind == "flip":
+            pos = rng.randrange(len(body))
+            body[pos] ^= 1 << rng.randrange(8)
+        elif kind == "byte":
+            pos = rng.randrange(len(body))
+            body[pos] = rng.choice([0x00, 0xFF, 0x7F, 0x80, 0x81, 0xC0, 0x40, rng.randrange(256)])
+        elif kind == "insert":
+            pos = rng.randrange(len(body) + 1)
+            body[pos:pos] = bytes([rng.randrange(256)])
+        elif kind == "delete":
+            del body[rng.randrange(len(body))]
+        else:
+            for _ in range(rng.randint(2, 6)):
+                body[rng.randrange(len(body))] = rng.randrange(256)
+        key = "fz%d" % i
+        try:
+            r.restore(key, 0, repack(bytes(body), version), replace=True)
+        except redis.ResponseError:
+            rejected += 1
+            assert r.exists(key) == 0
+        except redis.ConnectionError as e:
+            server.check_alive()
+            raise AssertionError("connection lost after payload #%d (%s): %r" % (i, kind, e))
+        else:
+            accepted.append(key)
+            if kind == "truncate":
+                truncated_accepted.append(bytes(body))
+            # exercise the accepted value
+            try:
+                v = inspect(r, key)
+                r.type(key)
+                digest_value(r, key)
+                r.memory_usage(key)
+                r.dump(key)
+                r.copy(key, "fz-copy", replace=True)
+                owners = [h[0] for h in v[3]] if v else []
+                for args in [(ACQ, key, "new", 60000), (ACQ, key, "new2", 60000, "PERMITS", 2),
+                             (ACQ, key, owners[0] if owners else "x", 60000, "REENTRANT"),
+                             (EXT, key, owners[0] if owners else "x", 60000),
+                             (REL, key, owners[-1] if owners else "x"), (INS, key),
+                             (ACQ, key, "w", 60000, "WAIT", 1)]:
+                    try:
+                        r.execute_command(*args)
+                    except redis.ResponseError:
+                        pass
+            except redis.ConnectionError as e:
+                server.check_alive()
+                raise AssertionError("connection lost on payload #%d (%s): %r" % (i, kind, e))
+        assert r.ping(), "server not answering after payload #%d" % i
+    print("mutated lock payloads: %d rejected, %d accepted" % (rejected, len(accepted)))
+    assert not truncated_accepted, "truncated payloads accepted: %r" % truncated_accepted[:3]
+    assert rejected > LOCK_TRIES // 3
+    # what was accepted saves and loads again (keys whose next lease end is far away)
+    stable = []
+    for k in r.scan_iter(count=1000):
+        v = inspect(r, k) if r.type(k) == b"mcap-lock" else None
+        if v is not None and all(h[1] > 20000 for h in v[3]):
+            stable.append(k)
+    before = {k: digest_value(r, k) for k in stable}
+    assert r.execute_command("DEBUG", "RELOAD") == b"OK"
+    assert {k: digest_value(r, k) for k in stable} == before
+    assert r.ping()
+
+
+# ------------------------------------- leases end on time after load/promotion
+def test_leases_end_on_time_after_restart(servers):
+    """README: leases end on time by a module timer even if nobody touches the key."""
+    s = servers.new()
+    c = s.client()
+    t0 = time.time()
+    g = acquire(c, "L", "alice", 700)
+    assert g[0] == 1
+    assert c.save()
+    s.restart()
+    c = s.client()
+    assert list(holders(c, "L")) == [b"alice"]
+    held = digest_value(c, "L")
+    e0 = lock_stats(s)["leases_expired_while_held"]
+    time.sleep(max(0.0, t0 + 1.0 - time.time()))
+    c.execute_command(STATE, "expected", 1, g[1], 0)
+    want = digest_value(c, "expected")
+    time.sleep(0.3)
+    assert lock_stats(s)["leases_expired_while_held"] == e0 + 1 and \
+        digest_value(c, "L") == want, (
+            "the lease loaded from the RDB ended %.1f s ago and nothing removed it "
+            "(value unchanged: %s)" % (time.time() - t0 - 0.7, digest_value(c, "L") == held))
+
+
+def test_promoted_replica_ends_leases_on_time(servers):
+    """README: a promoted replica enforces the same leases (and leases end on time)."""
+    primary = servers.new(name="primary")
+    replica = servers.replica_of(primary, name="replica")
+    pc, rc = primary.client(), replica.client()
+    t0 = time.time()
+    g = acquire(pc, "L", "alice", 600)
+    wait_replicas_synced(primary, [replica])
+    primary.kill()
+    assert rc.execute_command("REPLICAOF", "NO", "ONE") == b"OK"
+    e0 = lock_stats(replica)["leases_expired_while_held"]
+    rc.execute_command(STATE, "expected", 1, g[1], 0)
+    want = digest_value(rc, "expected")
+    time.sleep(max(0.0, t0 + 1.0 - time.time()))
+    # the ended lease is not enforced (touching the key would end it anyway) ...
+    assert holders(rc, "L") == {}
+    # ... but was the value changed by the promoted replica's timer?
+    assert lock_stats(replica)["leases_expired_while_held"] == e0 + 1 and \
+        digest_value(rc, "L") == want, "the promoted replica never ended the lease on its own"
+
+
+# ------------------------------------------------------- top of token range
+def test_last_token_at_int64_max(replica_pair):
+    """Tokens stop at 2^62 (LOCK_MAX_TOKEN): a state beyond it is refused, and a
+    lock whose last token is the largest refuses to grant rather than reuse one;
+    primary and replica agree either way."""
+    primary, replica = replica_pair
+    c = primary.client()
+    with pytest.raises(redis.ResponseError):
+        c.execute_command(STATE, "top", 1, INT64_MAX, 0)
+    assert c.execute_command(STATE, "top", 1, 2 ** 62, 0) == b"OK"
+    try:
+        g = acquire(c, "top", "o", 60000)
+    except redis.ResponseError:
+        g = None  # refusing is fine: there is no larger token to give
+    problems = []
+    if g is not None and g[0] == 1 and not g[1] > 2 ** 62:
+        problems.append("granted with token %d after last token %d" % (g[1], 2 ** 62))
+    wait_replicas_synced(primary, [replica])
+    rc = replica.client()
+    if digest_value(rc, "top") != digest_value(c, "top"):
+        problems.append("the replica's lock differs: primary %r, replica %r"
+                        % (inspect(c, "top"), inspect(rc, "top")))
+    assert not problems, "; ".join(problems)
+
+
+def test_restored_last_token_beyond_int64(server, r):
+    """A DUMP payload carrying last_token 2^64-1 (RDB load takes any uint64): RESTORE must
+    refuse it, or the next grant must still be larger (never a smaller token)."""
+    r.execute_command(STATE, "tmpl", 1, 5, 0)
+    d = r.dump("tmpl")
+    # 0x07 (module value), 0x81 + the 8-byte module id, then (0x02 = unsigned, length)...
+    head = d[:10]
+    assert d[10:17] == b"\x02\x01\x02\x05\x02\x00\x00", d.hex()
+    body = head + b"\x02\x01" + b"\x02\x81" + struct.pack(">Q", 2 ** 64 - 1) + b"\x02\x00\x00"
+    try:
+        r.restore("huge", 0, repack(body, d[-10:-8]))
+    except redis.ResponseError:
+        return  # refused: fine
+    problems = []
+    v = inspect(r, "huge")
+    if v[1] < 0:
+        problems.append("LOCK.INSPECT shows last token %d" % v[1])
+    g = acquire(r, "huge", "o", 1000)
+    if g[0] == 1:
+        problems.append("granted token %d after a last token of 2^64-1" % g[1])
+    assert not problems, "; ".join(problems)
+
+
+# -------------------------------------------------------------- cluster
+@pytest.fixture
+def cluster(redis_cluster, request):
+    _register_manager(request.node, redis_cluster)
+    redis_cluster.flush()
+    yield redis_cluster
+    redis_cluster.check_alive()
+
+
+def test_cluster_lock_commands_route_by_key(cluster):
+    slots = [7 + i * (16384 // 9) for i in range(9)]
+    names = [v[0] for v in names_in_slots(slots, 1, prefix="lock").values()]
+    cc = cluster.client
+    owners_seen = set()
+    for k in names:
+        owner = cluster.owner_of(k)
+        owners_seen.add(owner.port)
+        g = cc.execute_command(ACQ, k, "alice", 30000)
+        assert g[0] == 1, k
+        assert cc.execute_command(ACQ, k, "bob", 30000)[0] == 0
+        assert cc.execute_command(EXT, k, "alice", 40000) == 40000
+        with pytest.raises(redis.ResponseError, match="not held by this owner"):
+            cc.execute_command(REL, k, "bob")
+        v = cc.execute_command(INS, k)
+        assert v[0] == 1 and v[1] == g[1] and v[3][0][0] == "alice"
+        assert cluster.conn(owner).exists(k) == 1
+        for other in cluster.primaries():
+            if other.port != owner.port:
+                rep = raw_command(other, INS, k)
+                assert rep.startswith(b"-MOVED %d " % key_slot(k)), rep
+        assert cc.execute_command(REL, k, "alice") == 0
+        g2 = cc.execute_command(ACQ, k, "carol", 30000, "PERMITS", 2, "REENTRANT")
+        assert g2[0] == 1 and g2[1] > g[1]
+    assert len(owners_seen) == 3, "the keys did not cover every primary"
+    # WAIT through the cluster client: a waiter on its own connection gets the lock on release
+    k = names[0]
+    out = {}
+
+    def waiter():
+        c2 = cluster.new_client()
+        try:
+            out["rep"] = c2.execute_command(ACQ, k, "dave", 1000, "PERMITS", 1, "WAIT", 5000)
+        except Exception as e:
+            out["err"] = e
+        finally:
+            c2.close()
+
+    # carol holds k with PERMITS 2: take the second permit, then wait with PERMITS 1
+    assert cc.execute_command(ACQ, k, "erin", 30000, "PERMITS", 2)[0] == 1
+    t = threading.Thread(target=waiter, daemon=True)
+    t.start()
+    owner = cluster.owner_of(k)
+    wait_for(lambda: cluster.conn(owner).execute_command(INS, k)[2] == 1, 5.0, "the waiter")
+    assert cc.execute_command(REL, k, "erin") == 0
+    assert cc.execute_command(REL, k, "carol") == 0
+    t.join(10)
+    assert not t.is_alive() and "err" not in out, out
+    assert out["rep"][0] == 1
+    # the replicas hold the same locks
+    primaries, replica_of = cluster.topology()
+    for p in primaries:
+        cluster.wait_replicas_synced(p, replica_of.get(p.port, []))
+    for k in names:
+        owner = cluster.owner_of(k)
+        d = cluster.conn(owner, decode_responses=False).execute_command("DEBUG", "DIGEST-VALUE",
+                                                                        k)[0]
+        for rep in cluster.replicas_of(owner):
+            assert cluster.conn(rep, decode_responses=False).execute_command(
+                "DEBUG", "DIGEST-VALUE", k)[0] == d, k
