@@ -2,7 +2,8 @@
 #
 #   make            build mcaptcha_cache.so
 #   make run        install what is missing (as root), build, serve on 127.0.0.1:$(PORT)
-#   make test       install test dependencies (as root), build, run unit + integration tests
+#   make test       install test dependencies (as root), build, run every test: unit (also
+#                   under valgrind), integration, integration against the ASan/UBSan build
 #   make install    copy the module to $(MODULEDIR)
 #
 # REDISMODULE_H=/path/to/redismodule.h uses that header instead of fetching the
@@ -71,7 +72,7 @@ unit-valgrind: $(UNIT_TESTS)
 # The module built with ASan + UBSan, loaded into redis-server with the runtimes preloaded.
 $(ASAN_DIR)/%.o: src/%.c | $(REDISMODULE_H)
 	@mkdir -p $(ASAN_DIR)
-	$(CC) -std=gnu11 $(WARN) -fno-common -fPIC $(ASAN_FLAGS) -isystem $(dir $(REDISMODULE_H)) -c $< -o $@
+	$(CC) -std=gnu11 $(WARN) -fno-common -fPIC $(ASAN_FLAGS) -MMD -MP -isystem $(dir $(REDISMODULE_H)) -c $< -o $@
 
 $(ASAN_MODULE): $(CORE_SRC:src/%.c=$(ASAN_DIR)/%.o) $(GLUE_SRC:src/%.c=$(ASAN_DIR)/%.o)
 	$(CC) -shared $(ASAN_FLAGS) -o $@ $^ $(LDLIBS)
@@ -87,8 +88,10 @@ integration-asan: $(ASAN_MODULE)
 integration: $(MODULE)
 	MCAPTCHA_MODULE=$(CURDIR)/$(MODULE) $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration
 
+# Everything: unit tests (plain and under valgrind), integration tests against
+# the module, then again against the ASan/UBSan build; any failure or report fails.
 test: deps-test
-	@$(MAKE) --no-print-directory $(MODULE) unit integration
+	@$(MAKE) --no-print-directory $(MODULE) unit unit-valgrind integration integration-asan
 
 run: deps-run
 	@$(MAKE) --no-print-directory $(MODULE)
@@ -105,4 +108,4 @@ install: $(MODULE)
 clean:
 	rm -rf $(BUILD)/*.o $(BUILD)/*.d $(BUILD)/test_* $(MODULE)
 
--include $(wildcard $(BUILD)/*.d)
+-include $(wildcard $(BUILD)/*.d $(ASAN_DIR)/*.d)
