@@ -23,7 +23,7 @@ ALL_CFLAGS := -std=gnu11 $(WARN) -fno-common -fPIC $(CFLAGS)
 LDLIBS   := -ljansson
 
 CORE_SRC := src/alloc.c src/bucket.c src/captcha.c src/keyslot.c src/gcra.c src/lock.c
-GLUE_SRC := src/module.c src/bucket_io.c src/captcha_type.c src/captcha_cmd.c src/cmdinfo.c src/legacy_type.c src/ratelimit_type.c src/ratelimit_cmd.c src/waitq.c src/lock_type.c src/lock_cmd.c
+GLUE_SRC := src/module.c src/args.c src/bucket_io.c src/captcha_type.c src/captcha_cmd.c src/cmdinfo.c src/legacy_type.c src/ratelimit_type.c src/ratelimit_cmd.c src/waitq.c src/lock_type.c src/lock_cmd.c
 CORE_OBJ := $(CORE_SRC:src/%.c=$(BUILD)/%.o)
 GLUE_OBJ := $(GLUE_SRC:src/%.c=$(BUILD)/%.o)
 UNIT_TESTS := $(BUILD)/test_bucket $(BUILD)/test_captcha $(BUILD)/test_gcra $(BUILD)/test_lock
@@ -54,7 +54,7 @@ $(BUILD)/%.o: src/%.c
 $(GLUE_OBJ): | $(REDISMODULE_H)
 
 $(MODULE): $(CORE_OBJ) $(GLUE_OBJ)
-	$(CC) -shared -o $@ $^ $(LDLIBS)
+	$(CC) -shared -Wl,-z,defs -o $@ $^ $(LDLIBS)
 
 # Unit tests: the pure cores with cmocka, no Redis.
 $(BUILD)/test_%: tests/unit/test_%.c $(CORE_SRC) src/*.h

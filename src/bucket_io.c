@@ -5,6 +5,7 @@
  * The persisted form is the clock high-water mark and the non-zero slots:
  *   last_ms, nslots, nslots x (absolute slot number, count)
  * The window itself belongs to the owning type, which restores it first. */
+#include "args.h"
 #include "bucket_io.h"
 
 static void count_slot(uint64_t slot, uint32_t count, void *priv) {
@@ -70,23 +71,16 @@ size_t bucket_args_fill(const lbucket *b, RedisModuleString **out) {
     return (size_t)(p - out);
 }
 
-static int arg_u64(RedisModuleString *s, uint64_t max, uint64_t *out) {
-    long long v;
-    if (RedisModule_StringToLongLong(s, &v) != REDISMODULE_OK || v < 0 || (uint64_t)v > max) return -1;
-    *out = (uint64_t)v;
-    return 0;
-}
-
 int bucket_args_parse(lbucket *b, RedisModuleString **argv, int argc, const char **err) {
     uint64_t last, n;
     *err = "last_ms must be an integer from 0 to 2^48";
-    if (argc < 2 || arg_u64(argv[0], LB_MAX_TIME_MS, &last) || lb_restore_begin(b, last) != LB_OK) return -1;
+    if (argc < 2 || mc_parse_u64(argv[0], 0, LB_MAX_TIME_MS, &last) || lb_restore_begin(b, last) != LB_OK) return -1;
     *err = "nslots must be an integer from 0 to the ring size, followed by that many slot/count pairs";
-    if (arg_u64(argv[1], b->nslots, &n) || (uint64_t)argc != 2 + 2 * n) return -1;
+    if (mc_parse_u64(argv[1], 0, b->nslots, &n) || (uint64_t)argc != 2 + 2 * n) return -1;
     *err = "slots must be ascending, non-zero, not after last_ms and within one window";
     for (uint64_t i = 0; i < n; i++) {
         uint64_t slot, count;
-        if (arg_u64(argv[2 + 2 * i], LB_MAX_TIME_MS, &slot) || arg_u64(argv[3 + 2 * i], UINT32_MAX, &count))
+        if (mc_parse_u64(argv[2 + 2 * i], 0, LB_MAX_TIME_MS, &slot) || mc_parse_u64(argv[3 + 2 * i], 0, UINT32_MAX, &count))
             return -1;
         if (lb_restore_slot(b, slot, (uint32_t)count) != LB_OK) return -1;
     }

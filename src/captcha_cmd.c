@@ -461,14 +461,7 @@ static int ChallengeSet_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **ar
 
 /* ==== Registration ==== */
 
-typedef struct command_def {
-    const char *name;
-    RedisModuleCmdFunc fn;
-    const char *flags;
-    int firstkey, lastkey, keystep;
-} command_def;
-
-static const command_def commands[] = {
+static const mc_command commands[] = {
     {"MCAPTCHA_CACHE.ADD_CAPTCHA", AddCaptcha_RedisCommand, "write deny-oom", 1, 1, 1},
     {"MCAPTCHA_CACHE.ADD_VISITOR", AddVisitor_RedisCommand, "write deny-oom fast", 1, 1, 1},
     {"MCAPTCHA_CACHE.GET", Get_RedisCommand, "readonly fast", 1, 1, 1},
@@ -483,39 +476,6 @@ static const command_def commands[] = {
     {CMD_CHALLENGE_SET, ChallengeSet_RedisCommand, "write deny-oom fast", 1, 1, 1},
 };
 
-/* ACL categories for a command: "write" or "read", plus "fast", plus the
- * module's own "mcaptcha" category when the server has one. */
-static void acl_categories(const char *flags, int own_category, char *out, size_t len) {
-    snprintf(out, len, "%s%s%s", strstr(flags, "write") ? "write" : "read",
-             strstr(flags, "fast") ? " fast" : "", own_category ? " mcaptcha" : "");
-}
-
 int captcha_cmd_register(RedisModuleCtx *ctx) {
-    /* ACL categories need Redis 7.2 (SetCommandACLCategories) and 7.4
-     * (AddACLCategory); on 7.0 module commands have none. */
-    int (*set_acl)(RedisModuleCommand *, const char *) = NULL;
-    int (*add_category)(RedisModuleCtx *, const char *) = NULL;
-    if (RedisModule_GetApi("RedisModule_SetCommandACLCategories", (void **)&set_acl) != REDISMODULE_OK)
-        set_acl = NULL;
-    if (RedisModule_GetApi("RedisModule_AddACLCategory", (void **)&add_category) != REDISMODULE_OK)
-        add_category = NULL;
-    int own_category = add_category && add_category(ctx, "mcaptcha") == REDISMODULE_OK;
-
-    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
-        const command_def *d = &commands[i];
-        if (RedisModule_CreateCommand(ctx, d->name, d->fn, d->flags, d->firstkey, d->lastkey,
-                                      d->keystep) == REDISMODULE_ERR)
-            return REDISMODULE_ERR;
-        if (cmdinfo_set(ctx, d->name) == REDISMODULE_ERR) {
-            RedisModule_Log(ctx, "warning", "could not set the command info of %s", d->name);
-            return REDISMODULE_ERR;
-        }
-        if (set_acl) {
-            char cats[64];
-            acl_categories(d->flags, own_category, cats, sizeof(cats));
-            if (set_acl(RedisModule_GetCommand(ctx, d->name), cats) == REDISMODULE_ERR)
-                RedisModule_Log(ctx, "warning", "could not set the ACL categories of %s", d->name);
-        }
-    }
-    return REDISMODULE_OK;
+    return mc_register_commands(ctx, commands, sizeof(commands) / sizeof(commands[0]));
 }

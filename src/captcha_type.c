@@ -17,6 +17,7 @@
  * value is freed, and an unknown encver is refused. */
 #include <string.h>
 
+#include "args.h"
 #include "bucket_io.h"
 #include "captcha.h"
 #include "errors.h"
@@ -47,24 +48,17 @@ void captcha_free_args(RedisModuleString **argv, size_t n) {
     RedisModule_Free(argv);
 }
 
-static int arg_u64(RedisModuleString *s, uint64_t max, uint64_t *out) {
-    long long v;
-    if (RedisModule_StringToLongLong(s, &v) != REDISMODULE_OK || v < 0 || (uint64_t)v > max) return -1;
-    *out = (uint64_t)v;
-    return 0;
-}
-
 /* Build a captcha from CAPTCHA_SET's arguments (those after the key). On
  * failure returns NULL and points *err at a message (without the ERR code). */
 captcha *captcha_from_args(RedisModuleString **argv, int argc, const char **err) {
     uint64_t duration, nlevels;
     *err = "wrong number of arguments";
     if (argc < 6) return NULL;
-    if (arg_u64(argv[0], CAPTCHA_MAX_DURATION_S, &duration) || duration == 0) {
+    if (mc_parse_u64(argv[0], 0, CAPTCHA_MAX_DURATION_S, &duration) || duration == 0) {
         *err = "duration_s must be an integer from 1 to 4294967295";
         return NULL;
     }
-    if (arg_u64(argv[1], CAPTCHA_MAX_LEVELS, &nlevels) || nlevels == 0) {
+    if (mc_parse_u64(argv[1], 0, CAPTCHA_MAX_LEVELS, &nlevels) || nlevels == 0) {
         *err = "nlevels must be an integer from 1 to 128";
         return NULL;
     }
@@ -72,7 +66,7 @@ captcha *captcha_from_args(RedisModuleString **argv, int argc, const char **err)
     captcha_level levels[CAPTCHA_MAX_LEVELS];
     for (uint64_t i = 0; i < nlevels; i++) {
         uint64_t th, df;
-        if (arg_u64(argv[2 + 2 * i], UINT32_MAX, &th) || arg_u64(argv[3 + 2 * i], UINT32_MAX, &df)) {
+        if (mc_parse_u64(argv[2 + 2 * i], 0, UINT32_MAX, &th) || mc_parse_u64(argv[3 + 2 * i], 0, UINT32_MAX, &df)) {
             *err = "levels must be integers from 0 to 4294967295";
             return NULL;
         }

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "args.h"
 #include "errors.h"
 #include "lock_glue.h"
 #include "waitq.h"
@@ -35,26 +36,6 @@ static struct {
 } lstats;
 
 /* ==== Helpers ==== */
-
-static int parse_u64(RedisModuleString *s, uint64_t min, uint64_t max, uint64_t *out) {
-    long long v;
-    if (RedisModule_StringToLongLong(s, &v) != REDISMODULE_OK || v < 0 || (uint64_t)v < min || (uint64_t)v > max)
-        return -1;
-    *out = (uint64_t)v;
-    return 0;
-}
-
-static int is_word(RedisModuleString *s, const char *word) {
-    size_t len;
-    const char *p = RedisModule_StringPtrLen(s, &len);
-    return len == strlen(word) && strncasecmp(p, word, len) == 0;
-}
-
-static int reply_range(RedisModuleCtx *ctx, const char *what, unsigned long long min, unsigned long long max) {
-    char buf[160];
-    snprintf(buf, sizeof(buf), "ERR %s must be an integer from %llu to %llu", what, min, max);
-    return RedisModule_ReplyWithError(ctx, buf);
-}
 
 /* The smallest token a new grant may take: above the clock (so tokens grow
  * across restarts and deleted keys), above every token this process has seen
@@ -518,17 +499,17 @@ static int LockAcquire_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **arg
     const char *owner = RedisModule_StringPtrLen(argv[2], &req.owner_len);
     if (req.owner_len == 0 || req.owner_len > LOCK_MAX_OWNER_BYTES)
         return RedisModule_ReplyWithError(ctx, "ERR owner must be 1 to 256 bytes");
-    if (parse_u64(argv[3], 1, LOCK_MAX_LEASE_MS, &req.lease_ms)) return reply_range(ctx, "lease (milliseconds)", 1, LOCK_MAX_LEASE_MS);
+    if (mc_parse_u64(argv[3], 1, LOCK_MAX_LEASE_MS, &req.lease_ms)) return mc_reply_range(ctx, "lease (milliseconds)", 1, LOCK_MAX_LEASE_MS);
     req.permits = 1;
     for (int i = 4; i < argc; i++) {
-        if (is_word(argv[i], "REENTRANT")) {
+        if (mc_is_word(argv[i], "REENTRANT")) {
             req.reentrant = 1;
-        } else if (is_word(argv[i], "SESSION")) {
+        } else if (mc_is_word(argv[i], "SESSION")) {
             session = 1;
-        } else if (is_word(argv[i], "PERMITS") && i + 1 < argc) {
-            if (parse_u64(argv[++i], 1, LOCK_MAX_PERMITS, &req.permits)) return reply_range(ctx, "PERMITS", 1, LOCK_MAX_PERMITS);
-        } else if (is_word(argv[i], "WAIT") && i + 1 < argc) {
-            if (parse_u64(argv[++i], 0, 1ULL << 40, &wait_ms)) return reply_range(ctx, "WAIT", 0, 1ULL << 40);
+        } else if (mc_is_word(argv[i], "PERMITS") && i + 1 < argc) {
+            if (mc_parse_u64(argv[++i], 1, LOCK_MAX_PERMITS, &req.permits)) return mc_reply_range(ctx, "PERMITS", 1, LOCK_MAX_PERMITS);
+        } else if (mc_is_word(argv[i], "WAIT") && i + 1 < argc) {
+            if (mc_parse_u64(argv[++i], 0, 1ULL << 40, &wait_ms)) return mc_reply_range(ctx, "WAIT", 0, 1ULL << 40);
         } else {
             return RedisModule_ReplyWithError(ctx, ERR_SYNTAX);
         }
@@ -602,7 +583,7 @@ static int LockRelease_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **arg
 static int LockExtend_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc != 4) return RedisModule_WrongArity(ctx);
     uint64_t lease;
-    if (parse_u64(argv[3], 1, LOCK_MAX_LEASE_MS, &lease)) return reply_range(ctx, "lease (milliseconds)", 1, LOCK_MAX_LEASE_MS);
+    if (mc_parse_u64(argv[3], 1, LOCK_MAX_LEASE_MS, &lease)) return mc_reply_range(ctx, "lease (milliseconds)", 1, LOCK_MAX_LEASE_MS);
     RedisModuleKey *key;
     if (open_lock(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE, &key) != 0)
         return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
@@ -692,31 +673,20 @@ void lock_info(RedisModuleInfoCtx *ctx) {
     RedisModule_InfoAddFieldLongLong(ctx, "waiters", lstats.waiting);
 }
 
-static const struct {
-    const char *name;
-    RedisModuleCmdFunc fn;
-    const char *flags;
-} commands[] = {
-    {"LOCK.ACQUIRE", LockAcquire_RedisCommand, "write deny-oom"},
-    {"LOCK.RELEASE", LockRelease_RedisCommand, "write fast"},
-    {"LOCK.EXTEND", LockExtend_RedisCommand, "write deny-oom fast"},
-    {"LOCK.INSPECT", LockInspect_RedisCommand, "readonly fast"},
-    {CMD_LOCK_STATE, LockState_RedisCommand, "write deny-oom"},
+static const mc_command commands[] = {
+    {"LOCK.ACQUIRE", LockAcquire_RedisCommand, "write deny-oom", 1, 1, 1},
+    {"LOCK.RELEASE", LockRelease_RedisCommand, "write fast", 1, 1, 1},
+    {"LOCK.EXTEND", LockExtend_RedisCommand, "write deny-oom fast", 1, 1, 1},
+    {"LOCK.INSPECT", LockInspect_RedisCommand, "readonly fast", 1, 1, 1},
+    {CMD_LOCK_STATE, LockState_RedisCommand, "write deny-oom", 1, 1, 1},
 };
 
 int lock_cmd_register(RedisModuleCtx *ctx) {
     lease_timers = RedisModule_CreateDict(NULL);
     sessions = RedisModule_CreateDict(NULL);
     detached = RedisModule_GetDetachedThreadSafeContext(ctx);
-    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
-        if (RedisModule_CreateCommand(ctx, commands[i].name, commands[i].fn, commands[i].flags, 1, 1, 1) ==
-            REDISMODULE_ERR)
-            return REDISMODULE_ERR;
-        if (cmdinfo_set(ctx, commands[i].name) == REDISMODULE_ERR) {
-            RedisModule_Log(ctx, "warning", "could not set the command info of %s", commands[i].name);
-            return REDISMODULE_ERR;
-        }
-    }
+    if (mc_register_commands(ctx, commands, sizeof(commands) / sizeof(commands[0])) == REDISMODULE_ERR)
+        return REDISMODULE_ERR;
     if (RedisModule_SubscribeToServerEvent(ctx, RedisModuleEvent_ClientChange, on_client_change) == REDISMODULE_ERR ||
         RedisModule_SubscribeToServerEvent(ctx, RedisModuleEvent_ReplicationRoleChanged, on_role_change) ==
             REDISMODULE_ERR)

@@ -8,6 +8,7 @@
  * not persisted: after a restart or failover its lease is what ends it. */
 #include <string.h>
 
+#include "args.h"
 #include "lock_glue.h"
 
 RedisModuleType *LockType;
@@ -79,19 +80,11 @@ RedisModuleString **lock_state_args(const lockv *l, size_t *n) {
     return argv;
 }
 
-static int arg_u64(RedisModuleString *s, uint64_t min, uint64_t max, uint64_t *out) {
-    long long v;
-    if (RedisModule_StringToLongLong(s, &v) != REDISMODULE_OK || v < 0 || (uint64_t)v < min || (uint64_t)v > max)
-        return -1;
-    *out = (uint64_t)v;
-    return 0;
-}
-
 lockv *lock_from_args(RedisModuleString **argv, int argc, const char **err) {
     uint64_t permits, last, n;
     *err = "expected permits last_token nholders [owner expires_ms count token]...";
-    if (argc < 3 || arg_u64(argv[0], 1, LOCK_MAX_PERMITS, &permits) || arg_u64(argv[1], 0, LOCK_MAX_TOKEN, &last) ||
-        arg_u64(argv[2], 0, LOCK_MAX_PERMITS, &n) || (uint64_t)argc != 3 + 4 * n)
+    if (argc < 3 || mc_parse_u64(argv[0], 1, LOCK_MAX_PERMITS, &permits) || mc_parse_u64(argv[1], 0, LOCK_MAX_TOKEN, &last) ||
+        mc_parse_u64(argv[2], 0, LOCK_MAX_PERMITS, &n) || (uint64_t)argc != 3 + 4 * n)
         return NULL;
     lockv *l = lock_new((uint32_t)permits);
     l->last_token = last;
@@ -101,8 +94,8 @@ lockv *lock_from_args(RedisModuleString **argv, int argc, const char **err) {
         uint64_t expires, count, token;
         size_t len;
         const char *owner = RedisModule_StringPtrLen(h[0], &len);
-        if (arg_u64(h[1], 0, LOCK_MAX_TIME_MS, &expires) || arg_u64(h[2], 1, UINT32_MAX, &count) ||
-            arg_u64(h[3], 1, LOCK_MAX_TOKEN, &token) ||
+        if (mc_parse_u64(h[1], 0, LOCK_MAX_TIME_MS, &expires) || mc_parse_u64(h[2], 1, UINT32_MAX, &count) ||
+            mc_parse_u64(h[3], 1, LOCK_MAX_TOKEN, &token) ||
             lock_restore_holder(l, owner, len, expires, (uint32_t)count, token) != 0) {
             lock_free(l);
             return NULL;

@@ -71,6 +71,19 @@ int lock_cmd_register(RedisModuleCtx *ctx);
 void ratelimit_info(RedisModuleInfoCtx *ctx);
 void lock_info(RedisModuleInfoCtx *ctx);
 
+/* A command to register: handler, flags, legacy key range (cmdinfo.c has the
+ * key specs and docs). */
+typedef struct mc_command {
+    const char *name;
+    RedisModuleCmdFunc fn;
+    const char *flags;
+    int firstkey, lastkey, keystep;
+} mc_command;
+
+/* Register commands with their COMMAND DOCS metadata and, where the server has
+ * them (7.2+, 7.4+), ACL categories. REDISMODULE_OK or REDISMODULE_ERR. */
+int mc_register_commands(RedisModuleCtx *ctx, const mc_command *cmds, size_t n);
+
 /* Attach COMMAND DOCS metadata (summary, arity, key specs, arguments) to the
  * command called `name`. Returns REDISMODULE_OK/ERR. */
 int cmdinfo_set(RedisModuleCtx *ctx, const char *name);

@@ -17,6 +17,7 @@
 #include <strings.h>
 
 #include "bucket_io.h"
+#include "args.h"
 #include "errors.h"
 #include "ratelimit.h"
 #include "waitq.h"
@@ -32,26 +33,6 @@ void rl_stat(int which, int allowed) {
 }
 
 /* ==== Helpers ==== */
-
-static int parse_u64(RedisModuleString *s, uint64_t min, uint64_t max, uint64_t *out) {
-    long long v;
-    if (RedisModule_StringToLongLong(s, &v) != REDISMODULE_OK || v < 0 || (uint64_t)v < min || (uint64_t)v > max)
-        return -1;
-    *out = (uint64_t)v;
-    return 0;
-}
-
-static int is_word(RedisModuleString *s, const char *word) {
-    size_t len;
-    const char *p = RedisModule_StringPtrLen(s, &len);
-    return len == strlen(word) && strncasecmp(p, word, len) == 0;
-}
-
-static int reply_range(RedisModuleCtx *ctx, const char *what, unsigned long long min, unsigned long long max) {
-    char buf[200];
-    snprintf(buf, sizeof(buf), "ERR %s must be an integer from %llu to %llu", what, min, max);
-    return RedisModule_ReplyWithError(ctx, buf);
-}
 
 int rl_reply_error(RedisModuleCtx *ctx, int code) {
     switch (code) {
@@ -199,17 +180,17 @@ static int parse_options_or_reply(RedisModuleCtx *ctx, RedisModuleString **argv,
     for (int i = first; i < argc; i += 2) {
         if (i + 1 >= argc) return RedisModule_ReplyWithError(ctx, ERR_SYNTAX), -1;
         uint64_t v;
-        if (allow_burst && is_word(argv[i], "BURST")) {
-            if (parse_u64(argv[i + 1], 1, MAX_BURST, &v)) return reply_range(ctx, "BURST", 1, MAX_BURST), -1;
+        if (allow_burst && mc_is_word(argv[i], "BURST")) {
+            if (mc_parse_u64(argv[i + 1], 1, MAX_BURST, &v)) return mc_reply_range(ctx, "BURST", 1, MAX_BURST), -1;
             o->burst = v;
-        } else if (is_word(argv[i], "COST")) {
-            if (parse_u64(argv[i + 1], 0, MAX_COST, &v)) return reply_range(ctx, "COST", 0, MAX_COST), -1;
+        } else if (mc_is_word(argv[i], "COST")) {
+            if (mc_parse_u64(argv[i + 1], 0, MAX_COST, &v)) return mc_reply_range(ctx, "COST", 0, MAX_COST), -1;
             o->cost = v;
-        } else if (allow_wait && is_word(argv[i], "WAIT")) {
-            if (parse_u64(argv[i + 1], 0, 1ULL << 40, &v)) return reply_range(ctx, "WAIT", 0, 1ULL << 40), -1;
+        } else if (allow_wait && mc_is_word(argv[i], "WAIT")) {
+            if (mc_parse_u64(argv[i + 1], 0, 1ULL << 40, &v)) return mc_reply_range(ctx, "WAIT", 0, 1ULL << 40), -1;
             o->wait_ms = (long long)v;
-        } else if (allow_wait && is_word(argv[i], "AT")) {
-            if (parse_u64(argv[i + 1], 1, LB_MAX_TIME_MS, &v)) return reply_range(ctx, "AT", 1, LB_MAX_TIME_MS), -1;
+        } else if (allow_wait && mc_is_word(argv[i], "AT")) {
+            if (mc_parse_u64(argv[i + 1], 1, LB_MAX_TIME_MS, &v)) return mc_reply_range(ctx, "AT", 1, LB_MAX_TIME_MS), -1;
             o->at_ms = v;
         } else {
             return RedisModule_ReplyWithError(ctx, ERR_SYNTAX), -1;
@@ -226,11 +207,11 @@ static int parse_options_or_reply(RedisModuleCtx *ctx, RedisModuleString **argv,
 static int ClThrottle_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc != 5 && argc != 6) return RedisModule_WrongArity(ctx);
     uint64_t burst, count, period, quantity = 1;
-    if (parse_u64(argv[2], 0, MAX_BURST, &burst)) return reply_range(ctx, "max_burst", 0, MAX_BURST);
-    if (parse_u64(argv[3], 1, 1ULL << 40, &count)) return reply_range(ctx, "count per period", 1, 1ULL << 40);
-    if (parse_u64(argv[4], 1, GCRA_MAX_PERIOD_US / 1000000, &period))
-        return reply_range(ctx, "period (seconds)", 1, GCRA_MAX_PERIOD_US / 1000000);
-    if (argc == 6 && parse_u64(argv[5], 0, MAX_COST, &quantity)) return reply_range(ctx, "quantity", 0, MAX_COST);
+    if (mc_parse_u64(argv[2], 0, MAX_BURST, &burst)) return mc_reply_range(ctx, "max_burst", 0, MAX_BURST);
+    if (mc_parse_u64(argv[3], 1, 1ULL << 40, &count)) return mc_reply_range(ctx, "count per period", 1, 1ULL << 40);
+    if (mc_parse_u64(argv[4], 1, GCRA_MAX_PERIOD_US / 1000000, &period))
+        return mc_reply_range(ctx, "period (seconds)", 1, GCRA_MAX_PERIOD_US / 1000000);
+    if (argc == 6 && mc_parse_u64(argv[5], 0, MAX_COST, &quantity)) return mc_reply_range(ctx, "quantity", 0, MAX_COST);
     rl_request r = {.kind = RL_GCRA, .cost = quantity};
     if (gcra_params_init(&r.gcra, burst + 1, count, period * 1000000) != 0)
         return RedisModule_ReplyWithError(ctx, "ERR max_burst * period / count is too large");
@@ -346,9 +327,9 @@ static int run_request(RedisModuleCtx *ctx, RedisModuleString *keyname, const rl
 static int parse_gcra_or_reply(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, int peek, rl_request *r,
                                rl_options *o) {
     uint64_t rate, period;
-    if (parse_u64(argv[2], 1, 1ULL << 40, &rate)) return reply_range(ctx, "rate", 1, 1ULL << 40), -1;
-    if (parse_u64(argv[3], 1, GCRA_MAX_PERIOD_US / 1000, &period))
-        return reply_range(ctx, "period (milliseconds)", 1, GCRA_MAX_PERIOD_US / 1000), -1;
+    if (mc_parse_u64(argv[2], 1, 1ULL << 40, &rate)) return mc_reply_range(ctx, "rate", 1, 1ULL << 40), -1;
+    if (mc_parse_u64(argv[3], 1, GCRA_MAX_PERIOD_US / 1000, &period))
+        return mc_reply_range(ctx, "period (milliseconds)", 1, GCRA_MAX_PERIOD_US / 1000), -1;
     if (parse_options_or_reply(ctx, argv, argc, 4, 1, !peek, o) != 0) return -1;
     r->kind = RL_GCRA;
     r->cost = o->cost;
@@ -383,8 +364,8 @@ static int GcraPeek_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, 
 static int parse_window_or_reply(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, int peek, rl_request *r,
                                  rl_options *o) {
     uint64_t limit, window;
-    if (parse_u64(argv[2], 1, UINT32_MAX, &limit)) return reply_range(ctx, "limit", 1, UINT32_MAX), -1;
-    if (parse_u64(argv[3], 1, LB_MAX_WINDOW_MS, &window)) return reply_range(ctx, "window (milliseconds)", 1, LB_MAX_WINDOW_MS), -1;
+    if (mc_parse_u64(argv[2], 1, UINT32_MAX, &limit)) return mc_reply_range(ctx, "limit", 1, UINT32_MAX), -1;
+    if (mc_parse_u64(argv[3], 1, LB_MAX_WINDOW_MS, &window)) return mc_reply_range(ctx, "window (milliseconds)", 1, LB_MAX_WINDOW_MS), -1;
     if (parse_options_or_reply(ctx, argv, argc, 4, 0, !peek, o) != 0) return -1;
     lbucket probe;
     if (lb_init(&probe, window) != LB_OK) return RedisModule_ReplyWithError(ctx, "ERR window out of range"), -1;
@@ -425,7 +406,7 @@ static int WindowPeek_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv
 static int Refund_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc != 3) return RedisModule_WrongArity(ctx);
     uint64_t n;
-    if (parse_u64(argv[2], 1, MAX_COST, &n)) return reply_range(ctx, "n", 1, MAX_COST);
+    if (mc_parse_u64(argv[2], 1, MAX_COST, &n)) return mc_reply_range(ctx, "n", 1, MAX_COST);
     RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE);
     int kt = RedisModule_KeyType(key);
     RedisModuleType *t = kt == REDISMODULE_KEYTYPE_MODULE ? RedisModule_ModuleTypeGetType(key) : NULL;
@@ -486,8 +467,8 @@ static int Multi_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int
     }
     if (argc < 7) return RedisModule_WrongArity(ctx);
     uint64_t cost, n;
-    if (parse_u64(argv[1], 0, UINT32_MAX, &cost)) return reply_range(ctx, "cost", 0, UINT32_MAX);
-    if (parse_u64(argv[2], 1, MAX_MULTI_LIMITS, &n)) return reply_range(ctx, "numlimits", 1, MAX_MULTI_LIMITS);
+    if (mc_parse_u64(argv[1], 0, UINT32_MAX, &cost)) return mc_reply_range(ctx, "cost", 0, UINT32_MAX);
+    if (mc_parse_u64(argv[2], 1, MAX_MULTI_LIMITS, &n)) return mc_reply_range(ctx, "numlimits", 1, MAX_MULTI_LIMITS);
     if ((uint64_t)argc != 3 + 4 * n) return RedisModule_WrongArity(ctx);
     rl_request reqs[MAX_MULTI_LIMITS];
     RedisModuleString *keys[MAX_MULTI_LIMITS];
@@ -498,19 +479,19 @@ static int Multi_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int
             if (RedisModule_StringCompare(keys[j], keys[i]) == 0)
                 return RedisModule_ReplyWithError(ctx, "ERR the same key appears in two limits");
         uint64_t limit, period;
-        if (parse_u64(a[2], 1, UINT32_MAX, &limit)) return reply_range(ctx, "limit", 1, UINT32_MAX);
+        if (mc_parse_u64(a[2], 1, UINT32_MAX, &limit)) return mc_reply_range(ctx, "limit", 1, UINT32_MAX);
         rl_request *r = &reqs[i];
         memset(r, 0, sizeof(*r));
         r->cost = cost;
-        if (is_word(a[1], "GCRA")) {
-            if (parse_u64(a[3], 1, GCRA_MAX_PERIOD_US / 1000, &period) ||
+        if (mc_is_word(a[1], "GCRA")) {
+            if (mc_parse_u64(a[3], 1, GCRA_MAX_PERIOD_US / 1000, &period) ||
                 gcra_params_init(&r->gcra, limit, limit, period * 1000) != 0)
-                return reply_range(ctx, "period (milliseconds)", 1, GCRA_MAX_PERIOD_US / 1000);
+                return mc_reply_range(ctx, "period (milliseconds)", 1, GCRA_MAX_PERIOD_US / 1000);
             r->kind = RL_GCRA;
-        } else if (is_word(a[1], "WINDOW")) {
+        } else if (mc_is_word(a[1], "WINDOW")) {
             lbucket probe;
-            if (parse_u64(a[3], 1, LB_MAX_WINDOW_MS, &period) || lb_init(&probe, period) != LB_OK)
-                return reply_range(ctx, "window (milliseconds)", 1, LB_MAX_WINDOW_MS);
+            if (mc_parse_u64(a[3], 1, LB_MAX_WINDOW_MS, &period) || lb_init(&probe, period) != LB_OK)
+                return mc_reply_range(ctx, "window (milliseconds)", 1, LB_MAX_WINDOW_MS);
             r->kind = RL_WINDOW;
             r->limit = limit;
             r->window_ms = period;
@@ -555,10 +536,10 @@ static int GcraSet_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, i
     if (argc != 5) return RedisModule_WrongArity(ctx);
     uint64_t tat, t, limit;
     gcra_params p;
-    if (parse_u64(argv[2], 1, GCRA_MAX_TIME_US, &tat)) return reply_range(ctx, "tat", 1, GCRA_MAX_TIME_US);
-    if (parse_u64(argv[3], 1, GCRA_MAX_PERIOD_US, &t)) return reply_range(ctx, "emission interval", 1, GCRA_MAX_PERIOD_US);
-    if (parse_u64(argv[4], 1, MAX_BURST + 1, &limit) || gcra_params_init(&p, limit, 1, t) != 0)
-        return reply_range(ctx, "limit", 1, MAX_BURST + 1);
+    if (mc_parse_u64(argv[2], 1, GCRA_MAX_TIME_US, &tat)) return mc_reply_range(ctx, "tat", 1, GCRA_MAX_TIME_US);
+    if (mc_parse_u64(argv[3], 1, GCRA_MAX_PERIOD_US, &t)) return mc_reply_range(ctx, "emission interval", 1, GCRA_MAX_PERIOD_US);
+    if (mc_parse_u64(argv[4], 1, MAX_BURST + 1, &limit) || gcra_params_init(&p, limit, 1, t) != 0)
+        return mc_reply_range(ctx, "limit", 1, MAX_BURST + 1);
     RedisModuleKey *key;
     if (open_limiter(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE, GcraType, &key) != RL_OK)
         return rl_reply_error(ctx, RL_ERR_WRONGTYPE);
@@ -578,12 +559,12 @@ static int WindowHit_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv,
     if (argc != 7) return RedisModule_WrongArity(ctx);
     uint64_t window, limit, at, cost, zero;
     lbucket probe;
-    if (parse_u64(argv[2], 1, LB_MAX_WINDOW_MS, &window) || lb_init(&probe, window) != LB_OK)
-        return reply_range(ctx, "window", 1, LB_MAX_WINDOW_MS);
-    if (parse_u64(argv[3], 1, UINT32_MAX, &limit)) return reply_range(ctx, "limit", 1, UINT32_MAX);
-    if (parse_u64(argv[4], 1, LB_MAX_TIME_MS, &at)) return reply_range(ctx, "time", 1, LB_MAX_TIME_MS);
-    if (parse_u64(argv[5], 1, UINT32_MAX, &cost)) return reply_range(ctx, "cost", 1, UINT32_MAX);
-    if (parse_u64(argv[6], 0, 0, &zero)) return RedisModule_ReplyWithError(ctx, ERR_SYNTAX);
+    if (mc_parse_u64(argv[2], 1, LB_MAX_WINDOW_MS, &window) || lb_init(&probe, window) != LB_OK)
+        return mc_reply_range(ctx, "window", 1, LB_MAX_WINDOW_MS);
+    if (mc_parse_u64(argv[3], 1, UINT32_MAX, &limit)) return mc_reply_range(ctx, "limit", 1, UINT32_MAX);
+    if (mc_parse_u64(argv[4], 1, LB_MAX_TIME_MS, &at)) return mc_reply_range(ctx, "time", 1, LB_MAX_TIME_MS);
+    if (mc_parse_u64(argv[5], 1, UINT32_MAX, &cost)) return mc_reply_range(ctx, "cost", 1, UINT32_MAX);
+    if (mc_parse_u64(argv[6], 0, 0, &zero)) return RedisModule_ReplyWithError(ctx, ERR_SYNTAX);
     RedisModuleKey *key;
     if (open_limiter(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE, WindowType, &key) != RL_OK)
         return rl_reply_error(ctx, RL_ERR_WRONGTYPE);
@@ -651,12 +632,7 @@ void ratelimit_info(RedisModuleInfoCtx *ctx) {
 
 /* ==== Registration ==== */
 
-static const struct {
-    const char *name;
-    RedisModuleCmdFunc fn;
-    const char *flags;
-    int first, last, step;
-} commands[] = {
+static const mc_command commands[] = {
     {"CL.THROTTLE", ClThrottle_RedisCommand, "write deny-oom fast", 1, 1, 1},
     {"RL.GCRA", Gcra_RedisCommand, "write deny-oom", 1, 1, 1},
     {"RL.GCRA_PEEK", GcraPeek_RedisCommand, "readonly fast", 1, 1, 1},
@@ -670,14 +646,5 @@ static const struct {
 };
 
 int ratelimit_cmd_register(RedisModuleCtx *ctx) {
-    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
-        if (RedisModule_CreateCommand(ctx, commands[i].name, commands[i].fn, commands[i].flags, commands[i].first,
-                                      commands[i].last, commands[i].step) == REDISMODULE_ERR)
-            return REDISMODULE_ERR;
-        if (cmdinfo_set(ctx, commands[i].name) == REDISMODULE_ERR) {
-            RedisModule_Log(ctx, "warning", "could not set the command info of %s", commands[i].name);
-            return REDISMODULE_ERR;
-        }
-    }
-    return REDISMODULE_OK;
+    return mc_register_commands(ctx, commands, sizeof(commands) / sizeof(commands[0]));
 }
