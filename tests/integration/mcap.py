@@ -78,7 +78,13 @@ def now_ms():
 
 
 def error_of(r, *args):
-    """Run a command that must fail; return str(ResponseError)."""
+    """Run a command that must fail; return str(ResponseError).
+
+    How redis-py 4.3.4 presents errors (connection.BaseParser.parse_error): it
+    strips the code only when it is one it knows ("ERR ", "LOADING ", "READONLY "
+    ...), so "-ERR captcha already exists" reads "captcha already exists", while
+    "-WRONGTYPE ..." and the bare "-Captcha not found" keep their full text.
+    Exact wire bytes are checked with servers.RawConnection."""
     with pytest.raises(redis.ResponseError) as ei:
         r.execute_command(*args)
     return str(ei.value)

@@ -149,7 +149,9 @@ class RedisServer:
              "--appendonly", "yes" if self.appendonly else "no",
              "--appendfsync", self.appendfsync,
              "--aof-use-rdb-preamble", "yes" if self.aof_preamble else "no",
-             "--loglevel", "notice"]
+             "--loglevel", "notice",
+             # full syncs start at once (the default waits 5 s for more replicas)
+             "--repl-diskless-sync-delay", "0"]
         if self.module:
             a += ["--loadmodule", self.module] + [str(x) for x in self.module_args]
         if self.replicaof is not None:
@@ -271,6 +273,7 @@ class RedisServer:
 
     def info(self, section=None):
         c = redis.Redis(host=self.host, port=self.port, socket_timeout=10)
+        c.response_callbacks.clear()  # the raw INFO text, parsed below
         try:
             raw = c.execute_command("INFO", section) if section else c.execute_command("INFO")
         finally:

@@ -4,13 +4,12 @@ registration metadata (MODULE LIST, COMMAND INFO/DOCS/GETKEYS)."""
 import time
 
 import pytest
-import redis
 
 from mcap import (ADD_CAPTCHA, ADD_CHALLENGE, ADD_VISITOR, CAPTCHA_EXISTS, CAPTCHA_NOT_FOUND,
                   CAPTCHA_SET, CAPTCHA_TYPE, CHALLENGE_EXISTS, CHALLENGE_NOT_FOUND,
                   CHALLENGE_SET, CHALLENGE_TYPE, DELETE_CAPTCHA, DELETE_CHALLENGE, GET,
                   GET_CHALLENGE, INTERNAL_COMMANDS, PUBLIC_COMMANDS, RENAME_CAPTCHA, VISIT_AT,
-                  all_keys, assert_error, cfg, chal, challenge_reply, chkey, ckey, error_of,
+                  all_keys, cfg, chal, challenge_reply, chkey, ckey, error_of,
                   now_ms, visitor_reply)
 from servers import raw_command
 
@@ -90,7 +89,7 @@ GETKEYS_CASES = [
     ((DELETE_CHALLENGE, "site1", "c"), [b"site1"]),
     ((VISIT_AT, ckey("site1"), 1700000000000), [ckey("site1")]),
     ((CHALLENGE_SET, chkey("site1", "c"), 50, 30), [chkey("site1", "c")]),
-    ((CAPTCHA_SET, ckey("site1"), 30, 1700000000000, 1, 50, 50, 0), [ckey("site1")]),
+    ((CAPTCHA_SET, ckey("site1"), 30, 1, 50, 50, 1700000000000, 0), [ckey("site1")]),
 ]
 
 
@@ -205,9 +204,12 @@ def test_rename_keeps_decay_schedule(r):
     t0 = time.time()
     r.execute_command(ADD_VISITOR, "old")
     r.execute_command(ADD_VISITOR, "old")
+    t1 = time.time()
     r.execute_command(RENAME_CAPTCHA, "old", "new")
-    assert r.execute_command(GET, "new") == 2
-    time.sleep(max(0, t0 + 1.3 - time.time()))
+    count = r.execute_command(GET, "new")
+    if time.time() < t0 + 0.99:
+        assert count == 2
+    time.sleep(max(0, t1 + 1.3 - time.time()))
     assert r.execute_command(GET, "new") == 0
 
 
@@ -289,11 +291,11 @@ def test_delete_challenge(server, r):
 
 
 def test_challenge_expires_after_duration(r):
-    t0 = time.time()
     r.execute_command(ADD_CHALLENGE, "site", chal(5, 1, "abc"))
+    t1 = time.time()
     pttl = r.pttl(chkey("site", "abc"))
     assert 0 < pttl <= 1000, pttl
-    time.sleep(max(0, t0 + 1.5 - time.time()))
+    time.sleep(max(0, t1 + 1.5 - time.time()))
     assert error_of(r, GET_CHALLENGE, "site", "abc") == CHALLENGE_NOT_FOUND
     assert r.exists(chkey("site", "abc")) == 0
     # and it can be added again afterwards
