@@ -168,6 +168,10 @@ static RedisModuleCommandArg args_lock_state[] = {
     {.name = "holder", .type = REDISMODULE_ARG_TYPE_BLOCK, .key_spec_index = -1,
      .flags = REDISMODULE_CMD_ARG_MULTIPLE | REDISMODULE_CMD_ARG_OPTIONAL, .subargs = args_lock_holder},
     {0}};
+static RedisModuleCommandArg args_concurrency[] = {
+    ARG_KEY("key", 0, NULL), ARG_STR("holder", "1 to 256 bytes"), ARG_INT("lease", "milliseconds"),
+    ARG_INT("limit", "holders at once"), OPT_INT("WAIT", "block up to this many milliseconds for a slot"), {0}};
+static RedisModuleCommandArg args_concurrency_release[] = {ARG_KEY("key", 0, NULL), ARG_STR("holder", NULL), {0}};
 
 typedef struct cmdinfo_entry {
     const char *name;
@@ -241,6 +245,11 @@ static cmdinfo_entry entries[] = {
     {"LOCK.INSPECT",
      INFO("Shows permits, the last fencing token, waiters and holders [owner, lease_ms, token, count]", "O(P)", 2,
           ks_ro, args_lock_key)},
+    {"RL.CONCURRENCY",
+     INFO("Concurrency limit with leases: [allowed, remaining, retry_after_ms, reset_after_ms]", "O(N) for N slots",
+          -5, ks_rw, args_concurrency)},
+    {"RL.CONCURRENCY_RELEASE", INFO("Frees a holder's slot of a concurrency limit: 1, or 0 if it held none", "O(N)", 3,
+                                     ks_rw, args_concurrency_release)},
     {"LOCK.STATE", INFO("Internal (replication, AOF): replaces a key with an exact lock state", "O(P)", -5, ks_ow,
                          args_lock_state)},
 };

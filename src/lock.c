@@ -56,6 +56,7 @@ lockv *lock_dup(const lockv *l) {
     lockv *d = lock_new(l->permits);
     if (d == NULL) return NULL;
     d->last_token = l->last_token;
+    d->ephemeral = l->ephemeral;
     for (uint32_t i = 0; i < l->nholders; i++) {
         const lock_holder *h = &l->holders[i];
         if (push_holder(d, h->owner, h->owner_len, h->expires_ms, h->count, h->token, h->client_id) != 0) {

@@ -35,6 +35,7 @@ typedef struct lock_holder {
 
 typedef struct lockv {
     uint32_t permits;     /* 1..LOCK_MAX_PERMITS */
+    uint32_t ephemeral;   /* 1: a concurrency limit, deleted once nobody holds it */
     uint32_t nholders;    /* <= permits, except after permits was lowered */
     uint64_t last_token;  /* the last fencing token issued; never decreases */
     lock_holder *holders; /* nholders entries */

@@ -22,6 +22,7 @@
 
 #include "args.h"
 #include "errors.h"
+#include "ratelimit.h"
 #include "lock_glue.h"
 #include "waitq.h"
 
@@ -71,6 +72,24 @@ static void replicate_state(RedisModuleCtx *ctx, RedisModuleString *keyname, con
 }
 
 /* ==== Lease timers: leases end on time ==== */
+
+static void arm_lease_timer(RedisModuleCtx *ctx, RedisModuleString *keyname, const lockv *l, uint64_t now_ms);
+
+/* After a change to the lock at `key` (open for writing): an ephemeral lock (a
+ * concurrency limit) that nobody holds is deleted, so idle limits cost no
+ * memory; any other is kept with its last fencing token. Replicates the result
+ * and (re)arms the lease timer. `l` may be freed: do not use it after. */
+static void commit_state(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleString *keyname, lockv *l,
+                         uint64_t now_ms) {
+    if (l->ephemeral && l->nholders == 0) {
+        RedisModule_DeleteKey(key);
+        RedisModule_Replicate(ctx, "DEL", "s", keyname);
+        arm_lease_timer(ctx, keyname, NULL, now_ms);
+        return;
+    }
+    replicate_state(ctx, keyname, l);
+    arm_lease_timer(ctx, keyname, l, now_ms);
+}
 
 typedef struct lease_timer {
     int db;
@@ -127,7 +146,7 @@ static uint32_t expire_leases(RedisModuleCtx *ctx, RedisModuleKey *key, RedisMod
     uint32_t gone = lock_expire(l, now_ms);
     if (gone) {
         lstats.expired += gone;
-        replicate_state(ctx, keyname, l);
+        commit_state(ctx, key, keyname, l, now_ms);
         waitq_kick(ctx, keyname);
     }
     return gone;
@@ -306,8 +325,7 @@ static void release_closed_sessions(RedisModuleCtx *ctx, void *data) {
                     l->holders[h].count = 1;
                     lock_release(l, owner, olen);
                     lock_expire(l, now_ms);
-                    replicate_state(ctx, s->key, l);
-                    arm_lease_timer(ctx, s->key, l, now_ms);
+                    commit_state(ctx, key, s->key, l, now_ms);
                     waitq_kick(ctx, s->key);
                 }
             }
@@ -366,6 +384,8 @@ static void on_role_change(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t sub
 /* ==== Acquire (immediately or from the wait queue) ==== */
 
 typedef struct lock_req {
+    int ephemeral;      /* RL.CONCURRENCY: the key goes once nobody holds it */
+    int rl_style;       /* RL.CONCURRENCY: reply [allowed, remaining, retry_after_ms, reset_after_ms] */
     char *owner;
     size_t owner_len;
     uint64_t lease_ms;
@@ -379,16 +399,35 @@ typedef struct lock_reply {
     int granted;
     long long token;    /* fencing token, or -1 */
     long long ms;       /* granted: lease ms; not: ms until the earliest lease ends (or -1) */
+    int rl_style;       /* reply in the rate limits' shape */
+    long long remaining;/* permits free after this call */
+    long long reset_ms; /* until every lease has ended */
 } lock_reply;
 
 static int reply_acquire(RedisModuleCtx *ctx, const lock_reply *r) {
     if (r->error == 2)
         return RedisModule_ReplyWithError(ctx, "ERR the lock's fencing tokens are exhausted; delete the key to reset it");
     if (r->error) return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+    if (r->rl_style) {
+        rl_stat(RL_STAT_CONCURRENCY, r->granted);
+        RedisModule_ReplyWithArray(ctx, 4);
+        RedisModule_ReplyWithLongLong(ctx, r->granted);
+        RedisModule_ReplyWithLongLong(ctx, r->remaining);
+        RedisModule_ReplyWithLongLong(ctx, r->granted ? -1 : r->ms);
+        return RedisModule_ReplyWithLongLong(ctx, r->reset_ms);
+    }
     RedisModule_ReplyWithArray(ctx, 3);
     RedisModule_ReplyWithLongLong(ctx, r->granted);
     RedisModule_ReplyWithLongLong(ctx, r->token);
     return RedisModule_ReplyWithLongLong(ctx, r->ms);
+}
+
+/* The latest lease end (Unix ms), 0 when nobody holds the lock. */
+static uint64_t latest_expiry(const lockv *l) {
+    uint64_t e = 0;
+    for (uint32_t i = 0; i < l->nholders; i++)
+        if (l->holders[i].expires_ms > e) e = l->holders[i].expires_ms;
+    return e;
 }
 
 /* Try `req` on the open lock key. Returns 1 when answered (granted or refused for
@@ -401,6 +440,7 @@ static int try_acquire(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleStri
     int created = 0;
     if (RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_EMPTY) {
         l = lock_new((uint32_t)req->permits);
+        l->ephemeral = (uint32_t)req->ephemeral;
         created = 1;
     } else {
         l = RedisModule_ModuleTypeGetValue(key);
@@ -411,6 +451,7 @@ static int try_acquire(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleStri
     lock_outcome o = lock_acquire(l, req->owner, req->owner_len, now_ms, req->lease_ms, req->reentrant,
                                   req->client_id, token_floor(now_us), &token);
     out->error = 0;
+    out->rl_style = req->rl_style;
     if (o == LOCK_EXHAUSTED) {
         if (created) lock_free(l);
         else l->permits = old_permits;
@@ -420,8 +461,10 @@ static int try_acquire(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleStri
     if (o == LOCK_GRANTED || o == LOCK_REENTERED) {
         saw_token(token);
         if (created) RedisModule_ModuleTypeSetValue(key, LockType, l);
-        replicate_state(ctx, keyname, l);
-        arm_lease_timer(ctx, keyname, l, now_ms);
+        out->remaining = (long long)l->permits - (long long)lock_live_holders(l, now_ms);
+        if (out->remaining < 0) out->remaining = 0;
+        out->reset_ms = (long long)(latest_expiry(l) - now_ms);
+        commit_state(ctx, key, keyname, l, now_ms);
         if (req->client_id && o == LOCK_GRANTED) session_add(ctx, req->client_id, keyname, req->owner, req->owner_len);
         lstats.grants++;
         out->granted = 1;
@@ -430,11 +473,14 @@ static int try_acquire(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleStri
         return 1;
     }
     /* Not granted: nothing changes (permits as they were). */
+    uint64_t next = created ? 0 : lock_next_expiry(l);
+    uint64_t last = created ? 0 : latest_expiry(l);
     if (created) lock_free(l);
     else l->permits = old_permits;
     out->granted = 0;
     out->token = -1;
-    uint64_t next = created ? 0 : lock_next_expiry(l);
+    out->remaining = 0;
+    out->reset_ms = last > now_ms ? (long long)(last - now_ms) : 0;
     out->ms = next > now_ms ? (long long)(next - now_ms) : -1;
     return o == LOCK_OWNED; /* held by this owner already: waiting would not help */
 }
@@ -464,11 +510,11 @@ static int lock_reply_fn(RedisModuleCtx *ctx, void *reply) {
     return reply_acquire(ctx, reply);
 }
 
-static int lock_timeout_reply(RedisModuleCtx *ctx, RedisModuleString *key, void *req) {
+static int lock_timeout_reply(RedisModuleCtx *ctx, RedisModuleString *key, void *reqp) {
     (void)key;
-    (void)req;
+    lock_req *req = reqp;
     lstats.timeouts++;
-    lock_reply r = {0, 0, -1, -1};
+    lock_reply r = {.token = -1, .ms = -1, .rl_style = req->rl_style};
     return reply_acquire(ctx, &r);
 }
 
@@ -486,6 +532,42 @@ static void free_reply(void *p) {
 static const waitq_ops lock_wait_ops = {lock_try_serve, lock_reply_fn, lock_timeout_reply, lock_req_free, free_reply};
 
 /* ==== Commands ==== */
+
+/* Answer an acquire at once, or queue it (WAIT) first come first served. */
+static int acquire_flow(RedisModuleCtx *ctx, RedisModuleString *keyname, lock_req *reqp, uint64_t wait_ms) {
+    lock_req req = *reqp;
+    const char *owner = req.owner;
+    uint64_t now_us = mc_now_us();
+    RedisModuleKey *key;
+    if (open_lock(ctx, keyname, REDISMODULE_READ | REDISMODULE_WRITE, &key) != 0)
+        return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+    int may_wait = wait_ms > 0 && waitq_can_block(ctx);
+    lock_reply rep = {.token = -1, .ms = -1, .rl_style = req.rl_style};
+    int answered;
+    if (waitq_busy(ctx, keyname)) {
+        /* First come, first served: nobody jumps the queue (a reentrant owner
+         * that holds the lock already is not jumping it). */
+        answered = 0;
+        if (req.reentrant && RedisModule_KeyType(key) != REDISMODULE_KEYTYPE_EMPTY &&
+            lock_find(RedisModule_ModuleTypeGetValue(key), owner, req.owner_len) >= 0)
+            answered = try_acquire(ctx, key, keyname, &req, now_us, &rep) || rep.granted;
+        if (!answered) rep = (lock_reply){.token = -1, .ms = -1, .rl_style = req.rl_style};
+    } else {
+        answered = try_acquire(ctx, key, keyname, &req, now_us, &rep) || rep.granted;
+    }
+    RedisModule_CloseKey(key);
+    if (!answered && may_wait) {
+        lock_req *copy = RedisModule_Alloc(sizeof(*copy));
+        *copy = req;
+        copy->owner = RedisModule_Alloc(req.owner_len);
+        memcpy(copy->owner, owner, req.owner_len);
+        lstats.waits++;
+        lstats.waiting++;
+        waitq_block(ctx, &lock_wait_ops, keyname, copy, (long long)wait_ms, rep.ms > 0 ? (uint64_t)rep.ms : 0);
+        return REDISMODULE_OK;
+    }
+    return reply_acquire(ctx, &rep);
+}
 
 /* LOCK.ACQUIRE <key> <owner> <lease ms> [PERMITS <n>] [REENTRANT] [SESSION] [WAIT <timeout ms>]
  * Reply: [1, fencing token, lease ms] when granted; [0, -1, ms until the earliest
@@ -516,36 +598,7 @@ static int LockAcquire_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **arg
     }
     if (session) req.client_id = RedisModule_GetClientId(ctx);
     req.owner = (char *)owner;
-    uint64_t now_us = mc_now_us();
-    RedisModuleKey *key;
-    if (open_lock(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE, &key) != 0)
-        return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
-    int may_wait = wait_ms > 0 && waitq_can_block(ctx);
-    lock_reply rep;
-    int answered;
-    if (waitq_busy(ctx, argv[1])) {
-        /* First come, first served: nobody jumps the queue (a reentrant owner
-         * that holds the lock already is not jumping it). */
-        answered = 0;
-        if (req.reentrant && RedisModule_KeyType(key) != REDISMODULE_KEYTYPE_EMPTY &&
-            lock_find(RedisModule_ModuleTypeGetValue(key), owner, req.owner_len) >= 0)
-            answered = try_acquire(ctx, key, argv[1], &req, now_us, &rep) || rep.granted;
-        if (!answered) rep = (lock_reply){0, 0, -1, -1};
-    } else {
-        answered = try_acquire(ctx, key, argv[1], &req, now_us, &rep) || rep.granted;
-    }
-    RedisModule_CloseKey(key);
-    if (!answered && may_wait) {
-        lock_req *copy = RedisModule_Alloc(sizeof(*copy));
-        *copy = req;
-        copy->owner = RedisModule_Alloc(req.owner_len);
-        memcpy(copy->owner, owner, req.owner_len);
-        lstats.waits++;
-        lstats.waiting++;
-        waitq_block(ctx, &lock_wait_ops, argv[1], copy, (long long)wait_ms, rep.ms > 0 ? (uint64_t)rep.ms : 0);
-        return REDISMODULE_OK;
-    }
-    return reply_acquire(ctx, &rep);
+    return acquire_flow(ctx, argv[1], &req, wait_ms);
 }
 
 /* LOCK.RELEASE <key> <owner>
@@ -570,8 +623,7 @@ static int LockRelease_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **arg
         RedisModule_CloseKey(key);
         return RedisModule_ReplyWithError(ctx, ERR_NOT_OWNER);
     }
-    replicate_state(ctx, argv[1], l);
-    arm_lease_timer(ctx, argv[1], l, now_ms);
+    commit_state(ctx, key, argv[1], l, now_ms);
     RedisModule_CloseKey(key);
     if (left == 0) waitq_kick(ctx, argv[1]);
     return RedisModule_ReplyWithLongLong(ctx, left);
@@ -596,8 +648,7 @@ static int LockExtend_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv
         RedisModule_CloseKey(key);
         return RedisModule_ReplyWithError(ctx, ERR_NOT_OWNER);
     }
-    replicate_state(ctx, argv[1], l);
-    arm_lease_timer(ctx, argv[1], l, now_ms);
+    commit_state(ctx, key, argv[1], l, now_ms);
     RedisModule_CloseKey(key);
     return RedisModule_ReplyWithLongLong(ctx, (long long)lease);
 }
@@ -662,6 +713,59 @@ static int LockState_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv,
     return RedisModule_ReplyWithSimpleString(ctx, "OK");
 }
 
+/* ==== The concurrency limit of the rate-limit family ==== */
+
+/* RL.CONCURRENCY <key> <holder> <lease ms> <limit> [WAIT <timeout ms>]
+ * At most <limit> holders at once; each slot is freed by RL.CONCURRENCY_RELEASE
+ * or when its lease ends (a crashed holder cannot keep it). Reply: [allowed,
+ * remaining, retry_after_ms (-1 when allowed; else until the earliest lease
+ * ends), reset_after_ms (until every lease has ended)]. The key is deleted once
+ * nobody holds it. */
+static int Concurrency_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 5 && argc != 7) return RedisModule_WrongArity(ctx);
+    lock_req req = {.ephemeral = 1, .rl_style = 1};
+    uint64_t wait_ms = 0;
+    req.owner = (char *)RedisModule_StringPtrLen(argv[2], &req.owner_len);
+    if (req.owner_len == 0 || req.owner_len > LOCK_MAX_OWNER_BYTES)
+        return RedisModule_ReplyWithError(ctx, "ERR holder must be 1 to 256 bytes");
+    if (mc_parse_u64(argv[3], 1, LOCK_MAX_LEASE_MS, &req.lease_ms))
+        return mc_reply_range(ctx, "lease (milliseconds)", 1, LOCK_MAX_LEASE_MS);
+    if (mc_parse_u64(argv[4], 1, LOCK_MAX_PERMITS, &req.permits)) return mc_reply_range(ctx, "limit", 1, LOCK_MAX_PERMITS);
+    if (argc == 7) {
+        if (!mc_is_word(argv[5], "WAIT")) return RedisModule_ReplyWithError(ctx, ERR_SYNTAX);
+        if (mc_parse_u64(argv[6], 0, 1ULL << 40, &wait_ms)) return mc_reply_range(ctx, "WAIT", 0, 1ULL << 40);
+    }
+    return acquire_flow(ctx, argv[1], &req, wait_ms);
+}
+
+/* RL.CONCURRENCY_RELEASE <key> <holder>
+ * Frees <holder>'s slot. Reply: 1, or 0 when it held none (e.g. its lease had
+ * ended). The longest waiter gets the slot. */
+static int ConcurrencyRelease_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 3) return RedisModule_WrongArity(ctx);
+    RedisModuleKey *key;
+    if (open_lock(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE, &key) != 0)
+        return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+    uint64_t now_ms = mc_now_ms();
+    expire_leases(ctx, key, argv[1], now_ms);
+    size_t len;
+    const char *holder = RedisModule_StringPtrLen(argv[2], &len);
+    int freed = 0;
+    if (RedisModule_KeyType(key) != REDISMODULE_KEYTYPE_EMPTY) {
+        lockv *l = RedisModule_ModuleTypeGetValue(key);
+        int h = lock_find(l, holder, len);
+        if (h >= 0) {
+            l->holders[h].count = 1;
+            lock_release(l, holder, len);
+            commit_state(ctx, key, argv[1], l, now_ms);
+            freed = 1;
+        }
+    }
+    RedisModule_CloseKey(key);
+    if (freed) waitq_kick(ctx, argv[1]);
+    return RedisModule_ReplyWithLongLong(ctx, freed);
+}
+
 /* ==== INFO and registration ==== */
 
 void lock_info(RedisModuleInfoCtx *ctx) {
@@ -679,6 +783,8 @@ static const mc_command commands[] = {
     {"LOCK.EXTEND", LockExtend_RedisCommand, "write deny-oom fast", 1, 1, 1},
     {"LOCK.INSPECT", LockInspect_RedisCommand, "readonly fast", 1, 1, 1},
     {CMD_LOCK_STATE, LockState_RedisCommand, "write deny-oom", 1, 1, 1},
+    {"RL.CONCURRENCY", Concurrency_RedisCommand, "write deny-oom", 1, 1, 1},
+    {"RL.CONCURRENCY_RELEASE", ConcurrencyRelease_RedisCommand, "write fast", 1, 1, 1},
 };
 
 int lock_cmd_register(RedisModuleCtx *ctx) {

@@ -10,7 +10,8 @@
 
 #define LOCK_TYPE_NAME "mcap-lock"
 #define LOCK_ENCVER_1 1 /* permits, last_token, holders (owner, expires_ms, count, token) */
-#define LOCK_ENCVER_LATEST LOCK_ENCVER_1
+#define LOCK_ENCVER_2 2 /* + flags (ephemeral) */
+#define LOCK_ENCVER_LATEST LOCK_ENCVER_2
 #define LOCK_MAX_TIME_MS (1ULL << 48)
 #define CMD_LOCK_STATE "LOCK.STATE"
 
@@ -20,7 +21,7 @@ int lock_type_register(RedisModuleCtx *ctx);
 int lock_cmd_register(RedisModuleCtx *ctx);
 
 /* Arguments after the key of a LOCK.STATE rebuilding `l`:
- * permits last_token nholders [owner expires_ms count token]...
+ * permits last_token nholders [owner expires_ms count token]... [EPHEMERAL]
  * Free with captcha_free_args. */
 RedisModuleString **lock_state_args(const lockv *l, size_t *n);
 

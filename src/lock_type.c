@@ -2,8 +2,9 @@
  * save and load, AOF rewrite, digest, memory usage, copy and free; and the text
  * form of its state that the internal LOCK.STATE command carries.
  *
- * RDB layout, encver 1 (RedisModule_SaveUnsigned, owner with SaveStringBuffer):
- *   permits, last_token, nholders, nholders x (owner, expires_ms, count, token)
+ * RDB layout (RedisModule_SaveUnsigned, owner with SaveStringBuffer):
+ *   encver 1: permits, last_token, nholders, nholders x (owner, expires_ms, count, token)
+ *   encver 2: the same, then flags (bit 0: ephemeral, a concurrency limit)
  * Lease ends are absolute Unix milliseconds. A session holder's connection is
  * not persisted: after a restart or failover its lease is what ends it. */
 #include <string.h>
@@ -25,10 +26,11 @@ static void LockRdbSave(RedisModuleIO *rdb, void *value) {
         RedisModule_SaveUnsigned(rdb, h->count);
         RedisModule_SaveUnsigned(rdb, h->token);
     }
+    RedisModule_SaveUnsigned(rdb, l->ephemeral ? 1 : 0);
 }
 
 static void *LockRdbLoad(RedisModuleIO *rdb, int encver) {
-    if (encver != LOCK_ENCVER_1) {
+    if (encver != LOCK_ENCVER_1 && encver != LOCK_ENCVER_2) {
         RedisModule_LogIOError(rdb, "warning", "mcaptcha_cache: lock encoding version %d is not one this module reads (%d)",
                                encver, LOCK_ENCVER_LATEST);
         return NULL;
@@ -54,6 +56,11 @@ static void *LockRdbLoad(RedisModuleIO *rdb, int encver) {
         RedisModule_Free(owner);
         if (bad) goto fail;
     }
+    if (encver >= LOCK_ENCVER_2) {
+        uint64_t flags = RedisModule_LoadUnsigned(rdb);
+        if (RedisModule_IsIOError(rdb) || flags > 1) goto fail;
+        l->ephemeral = (uint32_t)flags;
+    }
     /* Keep fencing tokens growing past this lock's, and end its leases on time. */
     lock_loaded(l, RedisModule_GetDbIdFromIO(rdb), RedisModule_GetKeyNameFromIO(rdb));
     return l;
@@ -64,7 +71,7 @@ fail:
 }
 
 RedisModuleString **lock_state_args(const lockv *l, size_t *n) {
-    RedisModuleString **argv = RedisModule_Alloc(sizeof(*argv) * (3 + 4 * (size_t)l->nholders));
+    RedisModuleString **argv = RedisModule_Alloc(sizeof(*argv) * (4 + 4 * (size_t)l->nholders));
     size_t at = 0;
     argv[at++] = RedisModule_CreateStringFromLongLong(NULL, l->permits);
     argv[at++] = RedisModule_CreateStringFromLongLong(NULL, (long long)l->last_token);
@@ -76,18 +83,22 @@ RedisModuleString **lock_state_args(const lockv *l, size_t *n) {
         argv[at++] = RedisModule_CreateStringFromLongLong(NULL, h->count);
         argv[at++] = RedisModule_CreateStringFromLongLong(NULL, (long long)h->token);
     }
+    if (l->ephemeral) argv[at++] = RedisModule_CreateString(NULL, "EPHEMERAL", 9);
     *n = at;
     return argv;
 }
 
 lockv *lock_from_args(RedisModuleString **argv, int argc, const char **err) {
     uint64_t permits, last, n;
-    *err = "expected permits last_token nholders [owner expires_ms count token]...";
+    *err = "expected permits last_token nholders [owner expires_ms count token]... [EPHEMERAL]";
+    int ephemeral = argc > 0 && mc_is_word(argv[argc - 1], "EPHEMERAL");
+    if (ephemeral) argc--;
     if (argc < 3 || mc_parse_u64(argv[0], 1, LOCK_MAX_PERMITS, &permits) || mc_parse_u64(argv[1], 0, LOCK_MAX_TOKEN, &last) ||
         mc_parse_u64(argv[2], 0, LOCK_MAX_PERMITS, &n) || (uint64_t)argc != 3 + 4 * n)
         return NULL;
     lockv *l = lock_new((uint32_t)permits);
     l->last_token = last;
+    l->ephemeral = (uint32_t)ephemeral;
     *err = "holders need distinct non-empty owners, counts >= 1 and tokens from 1 to last_token";
     for (uint64_t i = 0; i < n; i++) {
         RedisModuleString **h = argv + 3 + 4 * i;
@@ -115,6 +126,7 @@ static void LockDigest(RedisModuleDigest *md, void *value) {
     lockv *l = value;
     RedisModule_DigestAddLongLong(md, l->permits);
     RedisModule_DigestAddLongLong(md, (long long)l->last_token);
+    RedisModule_DigestAddLongLong(md, l->ephemeral);
     for (uint32_t i = 0; i < l->nholders; i++) {
         lock_holder *h = &l->holders[i];
         RedisModule_DigestAddStringBuffer(md, h->owner, h->owner_len);

@@ -97,7 +97,7 @@ int rl_reply_error(RedisModuleCtx *ctx, int code);
 int rl_reply_result(RedisModuleCtx *ctx, const rl_result *r);
 
 /* Allowed/refused counters for INFO, indexed by RL_STAT_*. */
-enum { RL_STAT_THROTTLE, RL_STAT_GCRA, RL_STAT_WINDOW, RL_STAT_MULTI, RL_STAT_COUNT };
+enum { RL_STAT_THROTTLE, RL_STAT_GCRA, RL_STAT_WINDOW, RL_STAT_MULTI, RL_STAT_CONCURRENCY, RL_STAT_COUNT };
 void rl_stat(int which, int allowed);
 
 #endif

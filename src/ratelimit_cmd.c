@@ -619,7 +619,7 @@ static int WindowSet_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv,
 /* ==== INFO ==== */
 
 void ratelimit_info(RedisModuleInfoCtx *ctx) {
-    static const char *names[RL_STAT_COUNT] = {"cl_throttle", "rl_gcra", "rl_window", "rl_multi"};
+    static const char *names[RL_STAT_COUNT] = {"cl_throttle", "rl_gcra", "rl_window", "rl_multi", "rl_concurrency"};
     RedisModule_InfoAddSection(ctx, "ratelimit");
     char field[64];
     for (int i = 0; i < RL_STAT_COUNT; i++) {

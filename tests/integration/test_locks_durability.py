@@ -467,8 +467,9 @@ def test_restored_last_token_beyond_int64(server, r):
     d = r.dump("tmpl")
     # 0x07 (module value), 0x81 + the 8-byte module id, then (0x02 = unsigned, length)...
     head = d[:10]
-    assert d[10:17] == b"\x02\x01\x02\x05\x02\x00\x00", d.hex()
-    body = head + b"\x02\x01" + b"\x02\x81" + struct.pack(">Q", 2 ** 64 - 1) + b"\x02\x00\x00"
+    # encver 2: permits 1, last_token 5, nholders 0, flags 0, then the EOF opcode
+    assert d[10:19] == b"\x02\x01\x02\x05\x02\x00\x02\x00\x00", d.hex()
+    body = head + b"\x02\x01" + b"\x02\x81" + struct.pack(">Q", 2 ** 64 - 1) + b"\x02\x00\x02\x00\x00"
     try:
         r.restore("huge", 0, repack(body, d[-10:-8]))
     except redis.ResponseError:

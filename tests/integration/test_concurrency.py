@@ -1,0 +1,121 @@
+"""RL.CONCURRENCY: a concurrency limit with leases (at most N holders at once,
+each slot freed by release or when its lease ends), on the lock machinery.
+
+Reply: [allowed, remaining, retry_after_ms, reset_after_ms]; the key is deleted
+once nobody holds it, so idle limits cost no memory."""
+
+import threading
+import time
+
+import pytest
+import redis
+
+ACQ = "RL.CONCURRENCY"
+REL = "RL.CONCURRENCY_RELEASE"
+
+
+def test_at_most_n_holders_and_release_frees_a_slot(r):
+    assert r.execute_command(ACQ, "c", "a", 10000, 2) == [1, 1, -1, 10000]
+    assert r.execute_command(ACQ, "c", "b", 10000, 2)[:3] == [1, 0, -1]
+    refused = r.execute_command(ACQ, "c", "x", 10000, 2)
+    assert refused[0] == 0 and refused[1] == 0
+    assert 9000 < refused[2] <= 10000          # until the earliest lease ends
+    assert r.execute_command(REL, "c", "a") == 1
+    assert r.execute_command(REL, "c", "a") == 0  # held nothing any more
+    assert r.execute_command(ACQ, "c", "x", 10000, 2)[0] == 1
+    assert r.type("c") == b"mcap-lock"
+
+
+def test_key_is_deleted_once_nobody_holds_it(r):
+    r.execute_command(ACQ, "e", "a", 10000, 3)
+    r.execute_command(ACQ, "e", "b", 10000, 3)
+    r.execute_command(REL, "e", "a")
+    assert r.exists("e") == 1
+    r.execute_command(REL, "e", "b")
+    assert r.exists("e") == 0
+
+
+def test_a_crashed_holder_cannot_keep_its_slot(r):
+    # The holder never releases: its lease ends by itself, with no further
+    # command, and then the idle limit's key is gone.
+    assert r.execute_command(ACQ, "crash", "h", 200, 1)[0] == 1
+    assert r.execute_command(ACQ, "crash", "other", 200, 1)[0] == 0
+    time.sleep(0.5)
+    assert r.exists("crash") == 0
+    assert r.execute_command(ACQ, "crash", "other", 200, 1)[0] == 1
+
+
+def test_waiter_gets_the_slot_when_a_lease_ends(server, r):
+    r.execute_command(ACQ, "w", "a", 300, 1)
+    c2 = server.client()
+    t0 = time.time()
+    got = c2.execute_command(ACQ, "w", "b", 1000, 1, "WAIT", 3000)
+    waited = time.time() - t0
+    assert got[0] == 1
+    assert 0.2 < waited < 1.5
+
+
+def test_waiters_served_in_arrival_order(server, r):
+    r.execute_command(ACQ, "q", "holder", 10000, 1)
+    order = []
+    lock = threading.Lock()
+
+    def wait(name):
+        c = server.client()
+        rep = c.execute_command(ACQ, "q", name, 100, 1, "WAIT", 5000)
+        with lock:
+            order.append((name, rep[0]))
+
+    threads = []
+    for i in range(4):
+        t = threading.Thread(target=wait, args=("w%d" % i,))
+        t.start()
+        threads.append(t)
+        time.sleep(0.05)
+    r.execute_command(REL, "q", "holder")
+    for t in threads:
+        t.join(10)
+    assert order == [("w%d" % i, 1) for i in range(4)]
+
+
+def test_info_counts_allowed_and_refused(r):
+    before = r.info("mcaptcha_cache_ratelimit")
+    r.execute_command(ACQ, "i", "a", 1000, 1)
+    r.execute_command(ACQ, "i", "b", 1000, 1)
+    after = r.info("mcaptcha_cache_ratelimit")
+    key = "mcaptcha_cache_rl_concurrency_%s"
+    assert after[key % "allowed"] == before.get(key % "allowed", 0) + 1
+    assert after[key % "refused"] == before.get(key % "refused", 0) + 1
+
+
+def test_replica_has_the_same_state(replica_pair, sync):
+    primary, replica = replica_pair
+    c = primary.client()
+    for i in range(30):
+        c.execute_command(ACQ, "rep%d" % (i % 3), "h%d" % i, 60000, 5)
+        if i % 4 == 0:
+            c.execute_command(REL, "rep%d" % (i % 3), "h%d" % i)
+    sync(primary, replica)
+    rc = replica.client()
+    for k in ("rep0", "rep1", "rep2"):
+        assert c.execute_command("DEBUG", "DIGEST-VALUE", k) == rc.execute_command("DEBUG", "DIGEST-VALUE", k)
+
+
+@pytest.mark.parametrize("args", [
+    (), ("k",), ("k", "h"), ("k", "h", 100),
+    ("k", "h", 0, 1), ("k", "h", -1, 1), ("k", "h", "x", 1), ("k", "h", 2 ** 63, 1),
+    ("k", "h", 100, 0), ("k", "h", 100, 1025), ("k", "h", 100, "x"),
+    ("k", "", 100, 1), ("k", "h" * 257, 100, 1),
+    ("k", "h", 100, 1, "WAIT"), ("k", "h", 100, 1, "NOPE", 5), ("k", "h", 100, 1, "WAIT", -1),
+])
+def test_bad_input(r, args):
+    r.set("plain", "v")
+    n = r.dbsize()
+    with pytest.raises(redis.ResponseError):
+        r.execute_command(ACQ, *args)
+    assert r.dbsize() == n and r.exists("k") == 0
+    with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+        r.execute_command(ACQ, "plain", "h", 100, 1)
+    with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+        r.execute_command(REL, "plain", "h")
+    assert r.ping()
