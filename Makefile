@@ -5,6 +5,7 @@
 #   make test       install test dependencies (as root), build, run every test: unit (also
 #                   under valgrind), integration, integration against the ASan/UBSan build
 #   make install    copy the module to $(MODULEDIR)
+#   make bench      throughput, CPU and memory against native commands and Lua scripts
 #
 # REDISMODULE_H=/path/to/redismodule.h uses that header instead of fetching the
 # installed server's from Debian's redis source package (scripts/fetch-redismodule-h.sh).
@@ -32,7 +33,8 @@ ASAN_DIR := $(BUILD)/asan
 ASAN_MODULE := $(ASAN_DIR)/$(MODULE)
 ASAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
 
-.PHONY: all run test unit unit-valgrind integration integration-asan install clean deps-build deps-run deps-test
+.PHONY: all run test unit unit-valgrind integration integration-asan install clean deps-build deps-run deps-test \
+	bench deps-bench
 
 all: $(MODULE)
 
@@ -92,6 +94,14 @@ integration: $(MODULE)
 # the module, then again against the ASan/UBSan build; any failure or report fails.
 test: deps-test
 	@$(MAKE) --no-print-directory $(MODULE) unit unit-valgrind integration integration-asan
+
+deps-bench:
+	@sh scripts/deps.sh build bench
+
+# About 4 minutes on 2 cores; writes bench/results.json and bench/chart.png (see bench/README.md).
+bench: deps-bench
+	@$(MAKE) --no-print-directory $(MODULE)
+	$(PYTHON) bench/bench.py
 
 run: deps-run
 	@$(MAKE) --no-print-directory $(MODULE)
