@@ -99,6 +99,18 @@ static int missing_elsewhere_or_reply(RedisModuleCtx *ctx, RedisModuleString *na
     return 1;
 }
 
+/* Decimal digits of v into out (at least 10 bytes); returns how many. */
+static size_t u32_to_str(uint32_t v, char *out) {
+    char tmp[10];
+    size_t n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    for (size_t i = 0; i < n; i++) out[i] = tmp[n - 1 - i];
+    return n;
+}
+
 /* Reply "ERR <msg>". */
 static int reply_err(RedisModuleCtx *ctx, const char *msg) {
     char buf[512];
@@ -174,10 +186,16 @@ static int AddVisitor_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv
         if (st != LB_OK) {
             RedisModule_ReplyWithError(ctx, st == LB_ERR_FULL ? ERR_COUNT_FULL : ERR_NOMEM);
         } else {
+            /* {"duration":<s>,"difficulty_factor":<n>}, built without printf (hot path) */
             char buf[80];
-            int n = snprintf(buf, sizeof(buf), "{\"duration\":%u,\"difficulty_factor\":%u}",
-                             c->duration_s, captcha_difficulty(c, count));
-            RedisModule_ReplyWithStringBuffer(ctx, buf, (size_t)n);
+            size_t n = sizeof("{\"duration\":") - 1;
+            memcpy(buf, "{\"duration\":", n);
+            n += u32_to_str(c->duration_s, buf + n);
+            memcpy(buf + n, ",\"difficulty_factor\":", sizeof(",\"difficulty_factor\":") - 1);
+            n += sizeof(",\"difficulty_factor\":") - 1;
+            n += u32_to_str(captcha_difficulty(c, count), buf + n);
+            buf[n++] = '}';
+            RedisModule_ReplyWithStringBuffer(ctx, buf, n);
             RedisModule_Replicate(ctx, CMD_VISIT_AT, "sl", keyname, (long long)c->visits.last_ms);
         }
     }

@@ -96,7 +96,8 @@ typedef struct lease_timer {
     RedisModuleString *key;
     RedisModuleString *id;
     RedisModuleTimerID timer;
-    int armed; /* never StopTimer the timer whose callback is running: Redis frees it after */
+    int armed;      /* never StopTimer the timer whose callback is running: Redis frees it after */
+    uint64_t due_ms; /* when the armed timer fires (Unix ms) */
 } lease_timer;
 
 static RedisModuleDict *lease_timers; /* "<db>:<key>" -> lease_timer */
@@ -107,35 +108,39 @@ static RedisModuleString *timer_id(int db, RedisModuleString *key) {
 
 static void lease_timer_fired(RedisModuleCtx *ctx, void *data);
 
-/* (Re)arm the lease timer of a lock for its earliest lease end (none: disarm). */
+/* (Re)arm the lease timer of a lock for its earliest lease end. A timer that
+ * will fire no later than needed is left alone (it re-arms itself when it
+ * fires early), so grants and releases do not churn timers. */
 static void arm_lease_timer(RedisModuleCtx *ctx, RedisModuleString *keyname, const lockv *l, uint64_t now_ms) {
     int db = RedisModule_GetSelectedDb(ctx);
-    RedisModuleString *id = timer_id(db, keyname);
-    lease_timer *t = RedisModule_DictGet(lease_timers, id, NULL);
+    char stackbuf[128];
+    size_t idlen;
+    char *idbuf = mc_db_key_buf(db, keyname, stackbuf, sizeof(stackbuf), &idlen);
+    lease_timer *t = RedisModule_DictGetC(lease_timers, idbuf, idlen, NULL);
     uint64_t next = l ? lock_next_expiry(l) : 0;
-    if (t && t->armed) RedisModule_StopTimer(ctx, t->timer, NULL);
-    if (t) t->armed = 0;
     if (next == 0) {
-        if (t) {
-            RedisModule_DictDel(lease_timers, id, NULL);
+        /* Nobody holds it: an armed timer finds that out when it fires. */
+        if (t && !t->armed) {
+            RedisModule_DictDelC(lease_timers, idbuf, idlen, NULL);
             RedisModule_FreeString(NULL, t->key);
             RedisModule_FreeString(NULL, t->id);
             RedisModule_Free(t);
         }
-        RedisModule_FreeString(NULL, id);
-        return;
+    } else if (!(t && t->armed && t->due_ms <= next)) {
+        if (t == NULL) {
+            t = RedisModule_Calloc(1, sizeof(*t));
+            t->db = db;
+            t->key = RedisModule_CreateStringFromString(NULL, keyname);
+            t->id = RedisModule_CreateString(NULL, idbuf, idlen);
+            RedisModule_DictSetC(lease_timers, idbuf, idlen, t);
+        } else if (t->armed) {
+            RedisModule_StopTimer(ctx, t->timer, NULL);
+        }
+        t->timer = RedisModule_CreateTimer(ctx, (mstime_t)(next > now_ms ? next - now_ms : 0), lease_timer_fired, t);
+        t->armed = 1;
+        t->due_ms = next;
     }
-    if (t == NULL) {
-        t = RedisModule_Calloc(1, sizeof(*t));
-        t->db = db;
-        t->key = RedisModule_CreateStringFromString(NULL, keyname);
-        t->id = id;
-        RedisModule_DictSet(lease_timers, id, t);
-    } else {
-        RedisModule_FreeString(NULL, id);
-    }
-    t->timer = RedisModule_CreateTimer(ctx, (mstime_t)(next > now_ms ? next - now_ms : 0), lease_timer_fired, t);
-    t->armed = 1;
+    if (idbuf != stackbuf) RedisModule_Free(idbuf);
 }
 
 /* Drop the ended leases of the lock at `key` (open for writing), replicate and
@@ -166,6 +171,7 @@ static void lease_timer_fired(RedisModuleCtx *ctx, void *data) {
         /* Clients paused for writes: no writes now; try again shortly. */
         t->timer = RedisModule_CreateTimer(ctx, 10, lease_timer_fired, t);
         t->armed = 1;
+        t->due_ms = now_ms + 10;
     } else {
         RedisModuleKey *key;
         lockv *l = NULL;

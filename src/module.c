@@ -56,6 +56,18 @@ int mc_slot_is_mine(RedisModuleCtx *ctx, unsigned slot) {
     return mine;
 }
 
+char *mc_db_key_buf(int db, RedisModuleString *key, char *stackbuf, size_t cap, size_t *len) {
+    size_t klen;
+    const char *k = RedisModule_StringPtrLen(key, &klen);
+    char prefix[16];
+    int n = snprintf(prefix, sizeof(prefix), "%d:", db);
+    *len = (size_t)n + klen;
+    char *buf = *len <= cap ? stackbuf : RedisModule_Alloc(*len);
+    memcpy(buf, prefix, (size_t)n);
+    memcpy(buf + n, k, klen);
+    return buf;
+}
+
 RedisModuleString *mc_db_key_id(int db, RedisModuleString *key) {
     char prefix[16];
     int n = snprintf(prefix, sizeof(prefix), "%d:", db);

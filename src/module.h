@@ -53,6 +53,10 @@ int mc_slot_is_mine(RedisModuleCtx *ctx, unsigned slot);
 /* "<db>:<key>", binary-safe: the id of a key in the module's own dicts. */
 RedisModuleString *mc_db_key_id(int db, RedisModuleString *key);
 
+/* The same id as bytes, in `stackbuf` when it fits in `cap` bytes, else in a
+ * RedisModule_Alloc'ed buffer the caller frees (when the result != stackbuf). */
+char *mc_db_key_buf(int db, RedisModuleString *key, char *stackbuf, size_t cap, size_t *len);
+
 int captcha_type_register(RedisModuleCtx *ctx);
 
 /* The text form of a captcha's state (captcha_type.c): the arguments after the

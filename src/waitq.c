@@ -41,9 +41,12 @@ static RedisModuleString *queue_id(int db, RedisModuleString *key) {
 }
 
 static waitq *find_queue(RedisModuleCtx *ctx, RedisModuleString *key) {
-    RedisModuleString *id = queue_id(RedisModule_GetSelectedDb(ctx), key);
-    waitq *q = RedisModule_DictGet(queues, id, NULL);
-    RedisModule_FreeString(NULL, id);
+    if (total_waiting == 0) return NULL; /* the common case: nobody waits anywhere */
+    char stackbuf[128];
+    size_t len;
+    char *id = mc_db_key_buf(RedisModule_GetSelectedDb(ctx), key, stackbuf, sizeof(stackbuf), &len);
+    waitq *q = RedisModule_DictGetC(queues, id, len, NULL);
+    if (id != stackbuf) RedisModule_Free(id);
     return q;
 }
 

@@ -1032,7 +1032,8 @@ def test_info_counters(server, r):
     r.execute_command("RL.WINDOW_PEEK", "w", 1, 200)
     after = info_counters(server)
     diff = {k: after[k] - before.get(k, 0) for k in after}
-    assert diff == {"cl_throttle_allowed": 2, "cl_throttle_refused": 1,
+    assert diff == {"rl_concurrency_allowed": 0, "rl_concurrency_refused": 0,
+                    "cl_throttle_allowed": 2, "cl_throttle_refused": 1,
                     "rl_gcra_allowed": 1, "rl_gcra_refused": 2,
                     "rl_window_allowed": 2, "rl_window_refused": 1,
                     "rl_multi_allowed": 1, "rl_multi_refused": 1}, diff
