@@ -139,8 +139,8 @@ uint64_t lb_fits_at(const lbucket *b, uint64_t now_ms, uint64_t limit, uint64_t 
     if (cost > limit) return UINT64_MAX;
     uint64_t now = effective_now(b, now_ms);
     uint64_t count = lb_count(b, now);
-    if (count + cost <= limit) return now;
-    uint64_t need = count + cost - limit, freed = 0;
+    if (count <= limit - cost) return now; /* cost <= limit: no overflow */
+    uint64_t need = count - (limit - cost), freed = 0;
     for (uint64_t s = b->tail; s <= b->head; s++) {
         uint64_t e = slot_expiry(b, s);
         if (e <= now) continue; /* already gone from count */

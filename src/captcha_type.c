@@ -211,6 +211,7 @@ static void *ChallengeRdbLoad(RedisModuleIO *rdb, int encver) {
         uint64_t df, dur;
         LOAD_U64(df, UINT32_MAX);
         LOAD_U64(dur, UINT32_MAX);
+        if (dur == 0) goto fail; /* ADD_CHALLENGE and CHALLENGE_SET never store 0 */
         tmp.difficulty_factor = (uint32_t)df;
         tmp.duration_s = (uint32_t)dur;
     } else if (encver == CHALLENGE_ENCVER_LEGACY_JSON) {
@@ -222,7 +223,7 @@ static void *ChallengeRdbLoad(RedisModuleIO *rdb, int encver) {
         }
         const char *err = challenge_parse_legacy(buf, len, &tmp);
         RedisModule_Free(buf);
-        if (err) goto fail;
+        if (err || tmp.duration_s == 0) goto fail;
     } else {
         RedisModule_LogIOError(rdb, "warning",
                                "mcaptcha_cache: challenge encoding version %d is newer than this "
