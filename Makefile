@@ -6,6 +6,7 @@
 #                   under valgrind), integration, integration against the ASan/UBSan build
 #   make install    copy the module to $(MODULEDIR)
 #   make bench      throughput, CPU and memory against native commands and Lua scripts
+#   make fuzz       run every libFuzzer target for FUZZ_SECONDS (default 600) seconds
 #
 # REDISMODULE_H=/path/to/redismodule.h uses that header instead of fetching the
 # installed server's from Debian's redis source package (scripts/fetch-redismodule-h.sh).
@@ -34,7 +35,7 @@ ASAN_MODULE := $(ASAN_DIR)/$(MODULE)
 ASAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
 
 .PHONY: all run test unit unit-valgrind integration integration-asan install clean deps-build deps-run deps-test \
-	bench deps-bench
+	bench deps-bench fuzz deps-fuzz
 
 all: $(MODULE)
 
@@ -94,6 +95,14 @@ integration: $(MODULE)
 # the module, then again against the ASan/UBSan build; any failure or report fails.
 test: deps-test
 	@$(MAKE) --no-print-directory $(MODULE) unit unit-valgrind integration integration-asan
+
+deps-fuzz:
+	@sh scripts/deps.sh build fuzz
+
+# libFuzzer targets (tests/fuzz/README.md), each run for FUZZ_SECONDS; CI uses 60.
+FUZZ_SECONDS ?= 600
+fuzz: deps-fuzz | $(REDISMODULE_H)
+	sh tests/fuzz/run.sh $(FUZZ_SECONDS)
 
 deps-bench:
 	@sh scripts/deps.sh build bench
