@@ -1,6 +1,7 @@
 /* waitq.c -- FIFO wait queues per key, served by module timers; see waitq.h. */
 #include <string.h>
 
+#include "keyslot.h"
 #include "module.h"
 #include "waitq.h"
 
@@ -29,8 +30,11 @@ struct waitq {
 /* What a served waiter's reply callback gets. */
 typedef struct served {
     const waitq_ops *ops;
-    void *reply;
+    void *reply;        /* the family's reply, or NULL with `error` */
+    const char *error;  /* a static error reply instead */
 } served;
+
+#define ERR_SLOT_MOVED "TRYAGAIN the key's hash slot moved to another node while this client waited; retry"
 
 static RedisModuleDict *queues;    /* id -> waitq */
 static RedisModuleDict *by_client; /* blocked client handle -> waiter */
@@ -112,16 +116,33 @@ static void serve(RedisModuleCtx *ctx, void *data) {
     int saved_db = RedisModule_GetSelectedDb(ctx);
     RedisModule_SelectDb(ctx, q->db);
     uint64_t now_us = mc_now_us();
+    /* In a cluster the key's slot may have moved away while clients waited:
+     * serving them here would write into a slot this node no longer owns. */
+    int moved = 0;
+    if (mc_cluster_enabled) {
+        size_t klen;
+        const char *k = RedisModule_StringPtrLen(q->key, &klen);
+        moved = !mc_slot_is_mine(ctx, keyslot_of(k, klen));
+    }
     while (q->head) {
         waiter *w = q->head;
         void *reply = NULL;
         uint64_t retry_ms = 0;
+        if (moved) {
+            unlink_waiter(w);
+            served *s = RedisModule_Calloc(1, sizeof(*s));
+            s->ops = w->ops;
+            s->error = ERR_SLOT_MOVED;
+            RedisModule_UnblockClient(w->bc, s);
+            free_waiter(w);
+            continue;
+        }
         if (!w->ops->try_serve(ctx, q->key, w->req, now_us, &reply, &retry_ms)) {
             if (retry_ms) arm(ctx, q, retry_ms); /* else: until kicked */
             break;
         }
         unlink_waiter(w);
-        served *s = RedisModule_Alloc(sizeof(*s));
+        served *s = RedisModule_Calloc(1, sizeof(*s));
         s->ops = w->ops;
         s->reply = reply;
         RedisModule_UnblockClient(w->bc, s);
@@ -135,6 +156,7 @@ static int reply_cb(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     (void)argv;
     (void)argc;
     served *s = RedisModule_GetBlockedClientPrivateData(ctx);
+    if (s->error) return RedisModule_ReplyWithError(ctx, s->error);
     return s->ops->reply(ctx, s->reply);
 }
 
@@ -142,7 +164,7 @@ static void free_cb(RedisModuleCtx *ctx, void *privdata) {
     (void)ctx;
     served *s = privdata;
     if (s == NULL) return;
-    s->ops->free_reply(s->reply);
+    if (s->reply) s->ops->free_reply(s->reply);
     RedisModule_Free(s);
 }
 

@@ -10,7 +10,9 @@
  * that disconnects leaves the queue.
  *
  * Queues and timers live in memory: they hold clients, which do not survive a
- * restart or failover either. While clients are paused for writes (CLIENT PAUSE
+ * restart or failover either. In a cluster, waiters whose key's slot has moved
+ * to another node by the time they would be served get TRYAGAIN (their client
+ * retries on the new owner) instead of a write into a slot this node lost. While clients are paused for writes (CLIENT PAUSE
  * WRITE, failover) nothing is served and the timer retries shortly after. Used
  * by the rate limits (WAIT) and the locks. */
 #ifndef MC_WAITQ_H
