@@ -6,6 +6,8 @@ A missing module fails every test at setup (it does not skip).
 
 import os
 
+import logging
+
 import pytest
 
 from servers import ServerManager, wait_replicas_synced
@@ -142,3 +144,24 @@ def sync():
         wait_replicas_synced(primary, list(replicas))
 
     return do
+
+
+# A 6-node Redis Cluster (cluster.py), one per test file that uses it.
+from cluster import redis_cluster  # noqa: E402,F401 (fixture)
+
+
+@pytest.fixture
+def cluster(redis_cluster, request):
+    """The shared cluster, flushed and stable; its log tails go into failure reports."""
+    _register_manager(request.node, redis_cluster)
+    # redis-py logs every redirect it retries (MOVED/ASK) with a traceback at
+    # ERROR level; the tests record what reaches the caller themselves
+    log = logging.getLogger("redis.cluster")
+    level = log.level
+    log.setLevel(logging.CRITICAL)
+    try:
+        redis_cluster.flush()
+        yield redis_cluster
+        redis_cluster.check_alive()
+    finally:
+        log.setLevel(level)

@@ -35,23 +35,6 @@ from servers import raw_command
 
 
 # -------------------------------------------------------------------- helpers
-@pytest.fixture
-def cluster(redis_cluster, request):
-    """The shared cluster, flushed and stable; its log tails go into failure reports."""
-    _register_manager(request.node, redis_cluster)
-    # redis-py logs every redirect it retries (MOVED/ASK) with a traceback at
-    # ERROR level; the tests record what reaches the caller themselves
-    log = logging.getLogger("redis.cluster")
-    level = log.level
-    log.setLevel(logging.CRITICAL)
-    try:
-        redis_cluster.flush()
-        yield redis_cluster
-        redis_cluster.check_alive()
-    finally:
-        log.setLevel(level)
-
-
 def difficulty(levels, count):
     """The documented rule: the factor of the highest level whose threshold is
     strictly below `count`, else the lowest level's."""

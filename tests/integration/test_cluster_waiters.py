@@ -16,14 +16,6 @@ from cluster import names_in_slots, redis_cluster  # noqa: F401 (fixture)
 from conftest import _register_manager
 
 
-@pytest.fixture
-def cluster(redis_cluster, request):
-    _register_manager(request.node, redis_cluster)
-    redis_cluster.flush()
-    yield redis_cluster
-    redis_cluster.check_alive()
-
-
 def _raw_blocked(node, *cmd, box):
     """Send cmd on a plain (non-cluster) connection and keep the reply or error."""
     c = redis.Redis(host=node.host, port=node.port, socket_timeout=20)

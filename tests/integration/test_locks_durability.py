@@ -24,29 +24,7 @@ from servers import RawConnection, raw_command, wait_replicas_synced
 from test_locks import (ACQ, EXT, INS, REL, STATE, acquire, holders, inspect, lock_stats,
                         now_us, wait_for)
 
-try:  # the CRC-64 helpers of the captcha durability tests
-    from test_persistence import crc64, repack
-except Exception:  # pragma: no cover - a local copy if that file cannot be imported
-    def _crc64_table():
-        poly = 0x95AC9329AC4BC9B5
-        table = []
-        for i in range(256):
-            c = i
-            for _ in range(8):
-                c = (c >> 1) ^ poly if c & 1 else c >> 1
-            table.append(c)
-        return table
-
-    _CRC_TABLE = _crc64_table()
-
-    def crc64(data, crc=0):
-        for byte in data:
-            crc = _CRC_TABLE[(crc ^ byte) & 0xFF] ^ (crc >> 8)
-        return crc
-
-    def repack(body, version):
-        x = body + version
-        return x + struct.pack("<Q", crc64(x))
+from dumps import crc64, repack  # noqa: F401
 
 INT64_MAX = 2 ** 63 - 1
 
@@ -485,14 +463,6 @@ def test_restored_last_token_beyond_int64(server, r):
 
 
 # -------------------------------------------------------------- cluster
-@pytest.fixture
-def cluster(redis_cluster, request):
-    _register_manager(request.node, redis_cluster)
-    redis_cluster.flush()
-    yield redis_cluster
-    redis_cluster.check_alive()
-
-
 def test_cluster_lock_commands_route_by_key(cluster):
     slots = [7 + i * (16384 // 9) for i in range(9)]
     names = [v[0] for v in names_in_slots(slots, 1, prefix="lock").values()]

@@ -781,15 +781,6 @@ def test_multi_concurrent_hammering(server, r):
 
 
 # ===================================================================== CROSSSLOT (cluster)
-if HAVE_CLUSTER:
-    @pytest.fixture
-    def cluster(redis_cluster, request):
-        _register_manager(request.node, redis_cluster)
-        redis_cluster.flush()
-        yield redis_cluster
-        redis_cluster.check_alive()
-
-
 @pytest.mark.skipif(not HAVE_CLUSTER, reason="cluster harness not importable (%s); standalone "
                     "servers never check CROSSSLOT" % CLUSTER_IMPORT_ERROR)
 def test_multi_crossslot_in_cluster(cluster):

@@ -23,29 +23,7 @@ import redis
 
 from servers import raw_command
 
-try:
-    from test_persistence import crc64, repack
-except Exception:  # pragma: no cover - a local CRC-64/Jones, as Redis computes it
-    def _crc64_table():
-        poly = 0x95AC9329AC4BC9B5  # 0xad93d23594c935a9, reflected
-        table = []
-        for i in range(256):
-            c = i
-            for _ in range(8):
-                c = (c >> 1) ^ poly if c & 1 else c >> 1
-            table.append(c)
-        return table
-
-    _CRC_TABLE = _crc64_table()
-
-    def crc64(data, crc=0):
-        for byte in data:
-            crc = _CRC_TABLE[(crc ^ byte) & 0xFF] ^ (crc >> 8)
-        return crc
-
-    def repack(body, version):
-        x = body + version
-        return x + struct.pack("<Q", crc64(x))
+from dumps import crc64, repack  # noqa: F401
 
 try:
     from cluster import key_slot, redis_cluster  # noqa: F401 (fixture)
@@ -531,15 +509,6 @@ def test_restore_corrupted_payloads_never_crash(servers):
 
 
 # ==================================================================== cluster
-if HAVE_CLUSTER:
-    @pytest.fixture
-    def cluster(redis_cluster, request):
-        _register_manager(request.node, redis_cluster)
-        redis_cluster.flush()
-        yield redis_cluster
-        redis_cluster.check_alive()
-
-
 @pytest.mark.skipif(not HAVE_CLUSTER, reason="cluster harness not importable (%s)"
                     % CLUSTER_IMPORT_ERROR)
 def test_cluster_routes_by_key_on_every_primary(cluster):
