@@ -607,31 +607,43 @@ static int LockAcquire_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **arg
     return acquire_flow(ctx, argv[1], &req, wait_ms);
 }
 
-/* LOCK.RELEASE <key> <owner>
- * Reply: the acquisitions <owner> still holds (0: released; the next waiter is
- * served). Anyone else gets an error and changes nothing. */
-static int LockRelease_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
-    if (argc != 3) return RedisModule_WrongArity(ctx);
+/* Release `argv[2]`'s hold on the lock at `argv[1]`: one acquisition, or all
+ * of them with `all` (a concurrency slot). Returns the acquisitions still held
+ * (0: the permit is free and the next waiter is served), -1 when the owner
+ * held nothing, -2 after replying WRONGTYPE. */
+static int release_hold(RedisModuleCtx *ctx, RedisModuleString **argv, int all) {
     RedisModuleKey *key;
-    if (open_lock(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE, &key) != 0)
-        return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+    if (open_lock(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE, &key) != 0) {
+        RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+        return -2;
+    }
     uint64_t now_ms = mc_now_ms();
     expire_leases(ctx, key, argv[1], now_ms);
     size_t len;
     const char *owner = RedisModule_StringPtrLen(argv[2], &len);
     int left = -1;
-    lockv *l = NULL;
     if (RedisModule_KeyType(key) != REDISMODULE_KEYTYPE_EMPTY) {
-        l = RedisModule_ModuleTypeGetValue(key);
-        left = lock_release(l, owner, len);
+        lockv *l = RedisModule_ModuleTypeGetValue(key);
+        int h = lock_find(l, owner, len);
+        if (h >= 0) {
+            if (all) l->holders[h].count = 1;
+            left = lock_release(l, owner, len);
+            commit_state(ctx, key, argv[1], l, now_ms);
+        }
     }
-    if (left < 0) {
-        RedisModule_CloseKey(key);
-        return RedisModule_ReplyWithError(ctx, ERR_NOT_OWNER);
-    }
-    commit_state(ctx, key, argv[1], l, now_ms);
     RedisModule_CloseKey(key);
     if (left == 0) waitq_kick(ctx, argv[1]);
+    return left;
+}
+
+/* LOCK.RELEASE <key> <owner>
+ * Reply: the acquisitions <owner> still holds (0: released; the next waiter is
+ * served). Anyone else gets an error and changes nothing. */
+static int LockRelease_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 3) return RedisModule_WrongArity(ctx);
+    int left = release_hold(ctx, argv, 0);
+    if (left == -2) return REDISMODULE_OK;
+    if (left == -1) return RedisModule_ReplyWithError(ctx, ERR_NOT_OWNER);
     return RedisModule_ReplyWithLongLong(ctx, left);
 }
 
@@ -749,27 +761,9 @@ static int Concurrency_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **arg
  * ended). The longest waiter gets the slot. */
 static int ConcurrencyRelease_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc != 3) return RedisModule_WrongArity(ctx);
-    RedisModuleKey *key;
-    if (open_lock(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE, &key) != 0)
-        return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
-    uint64_t now_ms = mc_now_ms();
-    expire_leases(ctx, key, argv[1], now_ms);
-    size_t len;
-    const char *holder = RedisModule_StringPtrLen(argv[2], &len);
-    int freed = 0;
-    if (RedisModule_KeyType(key) != REDISMODULE_KEYTYPE_EMPTY) {
-        lockv *l = RedisModule_ModuleTypeGetValue(key);
-        int h = lock_find(l, holder, len);
-        if (h >= 0) {
-            l->holders[h].count = 1;
-            lock_release(l, holder, len);
-            commit_state(ctx, key, argv[1], l, now_ms);
-            freed = 1;
-        }
-    }
-    RedisModule_CloseKey(key);
-    if (freed) waitq_kick(ctx, argv[1]);
-    return RedisModule_ReplyWithLongLong(ctx, freed);
+    int left = release_hold(ctx, argv, 1);
+    if (left == -2) return REDISMODULE_OK;
+    return RedisModule_ReplyWithLongLong(ctx, left == 0 ? 1 : 0);
 }
 
 /* ==== INFO and registration ==== */
