@@ -22,6 +22,7 @@
 #include "captcha.h"
 #include "errors.h"
 #include "module.h"
+#include "rdb_load.h"
 
 /* ==== Captcha state as command arguments ==== */
 
@@ -100,13 +101,6 @@ static void CaptchaRdbSave(RedisModuleIO *rdb, void *value) {
     bucket_rdb_save(rdb, &c->visits);
 }
 
-/* Read one unsigned, failing the load on an I/O error or a value above max. */
-#define LOAD_U64(var, max)                                                   \
-    do {                                                                     \
-        (var) = RedisModule_LoadUnsigned(rdb);                               \
-        if (RedisModule_IsIOError(rdb) || (uint64_t)(var) > (uint64_t)(max)) \
-            goto fail;                                                       \
-    } while (0)
 
 static void *captcha_load_binary(RedisModuleIO *rdb) {
     captcha *c = NULL;

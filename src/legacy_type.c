@@ -37,6 +37,7 @@ typedef struct pending_key {
 } pending_key;
 
 static pending_key *pending;
+static int loading; /* between a Loading START and its END/FAILED */
 
 static void *LegacyRdbLoad(RedisModuleIO *rdb, int encver) {
     if (encver != LEGACY_ENCVER) {
@@ -52,7 +53,9 @@ static void *LegacyRdbLoad(RedisModuleIO *rdb, int encver) {
     legacy_value *v = RedisModule_Alloc(sizeof(*v));
     v->len = len;
     v->data = buf;
-    const RedisModuleString *key = RedisModule_GetKeyNameFromIO(rdb);
+    /* Only keys loaded from disk or a full sync are dropped at the end of the
+     * load; one that arrives by RESTORE stays, as opaque bytes. */
+    const RedisModuleString *key = loading ? RedisModule_GetKeyNameFromIO(rdb) : NULL;
     if (key) {
         pending_key *p = RedisModule_Alloc(sizeof(*p));
         p->db = RedisModule_GetDbIdFromIO(rdb);
@@ -148,6 +151,12 @@ static void drop_pending(RedisModuleCtx *ctx, int delete_keys) {
 static void on_loading(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t sub, void *data) {
     (void)e;
     (void)data;
+    if (sub == REDISMODULE_SUBEVENT_LOADING_RDB_START || sub == REDISMODULE_SUBEVENT_LOADING_AOF_START ||
+        sub == REDISMODULE_SUBEVENT_LOADING_REPL_START) {
+        loading = 1;
+        return;
+    }
+    loading = 0;
     if (sub == REDISMODULE_SUBEVENT_LOADING_ENDED) {
         /* A replica keeps what its primary sends; the primary deletes and replicates. */
         int replica = (RedisModule_GetContextFlags(ctx) & REDISMODULE_CTX_FLAGS_SLAVE) != 0;

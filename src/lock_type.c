@@ -11,6 +11,7 @@
 
 #include "args.h"
 #include "lock_glue.h"
+#include "rdb_load.h"
 
 RedisModuleType *LockType;
 
@@ -36,12 +37,11 @@ static void *LockRdbLoad(RedisModuleIO *rdb, int encver) {
         return NULL;
     }
     lockv *l = NULL;
-    uint64_t permits = RedisModule_LoadUnsigned(rdb);
-    uint64_t last = RedisModule_LoadUnsigned(rdb);
-    uint64_t n = RedisModule_LoadUnsigned(rdb);
-    if (RedisModule_IsIOError(rdb) || permits == 0 || permits > LOCK_MAX_PERMITS || n > LOCK_MAX_PERMITS ||
-        last > LOCK_MAX_TOKEN)
-        goto fail;
+    uint64_t permits, last, n;
+    LOAD_U64(permits, LOCK_MAX_PERMITS);
+    LOAD_U64(last, LOCK_MAX_TOKEN);
+    LOAD_U64(n, LOCK_MAX_PERMITS);
+    if (permits == 0) goto fail;
     l = lock_new((uint32_t)permits);
     l->last_token = last;
     for (uint64_t i = 0; i < n; i++) {
@@ -49,16 +49,18 @@ static void *LockRdbLoad(RedisModuleIO *rdb, int encver) {
         char *owner = RedisModule_LoadStringBuffer(rdb, &len);
         if (RedisModule_IsIOError(rdb) || owner == NULL) goto fail;
         uint64_t expires = RedisModule_LoadUnsigned(rdb);
-        uint64_t count = RedisModule_LoadUnsigned(rdb);
-        uint64_t token = RedisModule_LoadUnsigned(rdb);
-        int bad = RedisModule_IsIOError(rdb) || count > UINT32_MAX || expires > LOCK_MAX_TIME_MS ||
-                  lock_restore_holder(l, owner, len, expires, (uint32_t)count, token) != 0;
+        int bad = RedisModule_IsIOError(rdb) || expires > LOCK_MAX_TIME_MS;
+        uint64_t count = bad ? 0 : RedisModule_LoadUnsigned(rdb);
+        bad = bad || RedisModule_IsIOError(rdb) || count > UINT32_MAX;
+        uint64_t token = bad ? 0 : RedisModule_LoadUnsigned(rdb);
+        bad = bad || RedisModule_IsIOError(rdb) ||
+              lock_restore_holder(l, owner, len, expires, (uint32_t)count, token) != 0;
         RedisModule_Free(owner);
         if (bad) goto fail;
     }
     if (encver >= LOCK_ENCVER_2) {
-        uint64_t flags = RedisModule_LoadUnsigned(rdb);
-        if (RedisModule_IsIOError(rdb) || flags > 1) goto fail;
+        uint64_t flags;
+        LOAD_U64(flags, 1);
         l->ephemeral = (uint32_t)flags;
     }
     /* Keep fencing tokens growing past this lock's, and end its leases on time. */

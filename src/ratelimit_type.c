@@ -12,6 +12,7 @@
 #include "alloc.h"
 #include "bucket_io.h"
 #include "ratelimit.h"
+#include "rdb_load.h"
 
 RedisModuleType *GcraType;
 RedisModuleType *WindowType;
@@ -31,20 +32,20 @@ static void *GcraRdbLoad(RedisModuleIO *rdb, int encver) {
                                encver, GCRA_ENCVER_LATEST);
         return NULL;
     }
-    uint64_t tat = RedisModule_LoadUnsigned(rdb);
-    uint64_t t = RedisModule_LoadUnsigned(rdb);
-    uint64_t limit = RedisModule_LoadUnsigned(rdb);
+    uint64_t tat, t, limit;
     gcra_params p;
+    LOAD_U64(tat, GCRA_MAX_TIME_US);
+    LOAD_U64(t, GCRA_MAX_PERIOD_US);
+    LOAD_U64(limit, UINT64_MAX);
     /* emission * limit re-derives the DVT with the same overflow checks. */
-    if (RedisModule_IsIOError(rdb) || tat > GCRA_MAX_TIME_US || t == 0 || t > GCRA_MAX_PERIOD_US ||
-        gcra_params_init(&p, limit, 1, t) != 0) {
-        RedisModule_LogIOError(rdb, "warning", "mcaptcha_cache: corrupt or truncated GCRA value");
-        return NULL;
-    }
+    if (t == 0 || gcra_params_init(&p, limit, 1, t) != 0) goto fail;
     gcra_value *v = RedisModule_Alloc(sizeof(*v));
     v->tat_us = tat;
     v->params = p;
     return v;
+fail:
+    RedisModule_LogIOError(rdb, "warning", "mcaptcha_cache: corrupt or truncated GCRA value");
+    return NULL;
 }
 
 static void GcraAofRewrite(RedisModuleIO *aof, RedisModuleString *key, void *value) {
@@ -99,17 +100,18 @@ static void *WindowRdbLoad(RedisModuleIO *rdb, int encver) {
                                encver, WINDOW_ENCVER_LATEST);
         return NULL;
     }
-    uint64_t window = RedisModule_LoadUnsigned(rdb);
-    uint64_t limit = RedisModule_LoadUnsigned(rdb);
-    if (RedisModule_IsIOError(rdb) || limit == 0 || limit > UINT32_MAX) goto corrupt;
+    uint64_t window, limit;
+    LOAD_U64(window, LB_MAX_WINDOW_MS);
+    LOAD_U64(limit, UINT32_MAX);
+    if (limit == 0) goto fail;
     window_value *v = RedisModule_Calloc(1, sizeof(*v));
     v->limit = limit;
     if (lb_init(&v->hits, window) != LB_OK || bucket_rdb_load(rdb, &v->hits) != 0) {
         window_value_free(v);
-        goto corrupt;
+        goto fail;
     }
     return v;
-corrupt:
+fail:
     RedisModule_LogIOError(rdb, "warning", "mcaptcha_cache: corrupt or truncated window value");
     return NULL;
 }

@@ -3,9 +3,10 @@
 # then run each one, one at a time, for SECONDS seconds (default 60) on a
 # scratch copy of its seed corpus (build/fuzz/work/<name>/).
 #
+# Each target first replays its kept reproducers (tests/fuzz/crashes/<name>-*).
 # Prints, per target, the executions (stat::number_of_executed_units) and the
-# result; exits non-zero if a target fails to build or finds a crash, leak or
-# failed check. Crash inputs are written to build/fuzz/artifacts/<name>/.
+# result; exits non-zero if a target fails to build, fails a reproducer, or
+# finds a crash, leak or failed check (inputs in build/fuzz/artifacts/<name>/).
 #
 # Environment:
 #   TARGETS="a b"    only these targets (default: every tests/fuzz/fuzz_*.c)
@@ -95,6 +96,15 @@ for n in $built; do
     dict=
     [ -f "$FUZZ/fuzz_$n.dict" ] && dict="-dict=$FUZZ/fuzz_$n.dict"
     log=$OUT/fuzz_$n.log
+    # Regression: the kept reproducers (crashes/<target>-*) must pass first.
+    for c in "$FUZZ"/crashes/"$n"-*; do
+        [ -f "$c" ] || continue
+        if ! "$OUT/fuzz_$n" "$c" >"$OUT/replay_$n.log" 2>&1; then
+            echo "REGRESSION: fuzz_$n fails on $c (see $OUT/replay_$n.log)"
+            grep -m1 -E 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error|FUZZ CHECK FAILED' "$OUT/replay_$n.log" | sed 's/^/    /'
+            status=1
+        fi
+    done
     echo "== fuzz_$n for ${SECONDS_PER_TARGET}s (log: $log)"
     # shellcheck disable=SC2086
     "$OUT/fuzz_$n" -max_total_time="$SECONDS_PER_TARGET" -rss_limit_mb=2048 -print_final_stats=1 \
