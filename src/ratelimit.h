@@ -26,6 +26,7 @@
 #define WINDOW_ENCVER_LATEST WINDOW_ENCVER_1
 
 #define CMD_GCRA_SET "RL.GCRA_SET"
+#define GCRA_MAX_LIMIT (1ULL << 40) /* capacity: max_burst + 1 at most */
 #define CMD_WINDOW_SET "RL.WINDOW_SET"
 #define CMD_WINDOW_HIT_NAME "RL.WINDOW_HIT"
 

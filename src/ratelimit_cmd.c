@@ -23,7 +23,7 @@
 #include "waitq.h"
 
 #define MAX_MULTI_LIMITS 16
-#define MAX_BURST ((1ULL << 40) - 1)
+#define MAX_BURST (GCRA_MAX_LIMIT - 1)
 #define MAX_COST UINT32_MAX
 
 static long long stats[RL_STAT_COUNT][2]; /* [cmd][refused, allowed] */

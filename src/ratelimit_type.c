@@ -34,11 +34,12 @@ static void *GcraRdbLoad(RedisModuleIO *rdb, int encver) {
     }
     uint64_t tat, t, limit;
     gcra_params p;
+    /* The same bounds as RL.GCRA_SET, so that an AOF rewrite can rebuild it. */
     LOAD_U64(tat, GCRA_MAX_TIME_US);
     LOAD_U64(t, GCRA_MAX_PERIOD_US);
-    LOAD_U64(limit, UINT64_MAX);
+    LOAD_U64(limit, GCRA_MAX_LIMIT);
     /* emission * limit re-derives the DVT with the same overflow checks. */
-    if (t == 0 || gcra_params_init(&p, limit, 1, t) != 0) goto fail;
+    if (tat == 0 || t == 0 || gcra_params_init(&p, limit, 1, t) != 0) goto fail;
     gcra_value *v = RedisModule_Alloc(sizeof(*v));
     v->tat_us = tat;
     v->params = p;

@@ -1,5 +1,7 @@
 /* fuzz_stubs.h -- an in-memory stand-in for the parts of the Redis module API
- * that the type callbacks (src/captcha_type.c, src/legacy_type.c) call.
+ * that the type callbacks (src/captcha_type.c, src/legacy_type.c,
+ * src/ratelimit_type.c, src/lock_type.c) call. lock_type.c's lock_loaded
+ * (lock_cmd.c) is not here: fuzz_rdb_load.c provides a recording stub.
  *
  * Include it from a harness translation unit AFTER the glue .c files (which pull
  * in redismodule.h and its RedisModule_* function pointers), then call

@@ -86,9 +86,11 @@ def sbuf(b):
         b = b.encode()
     return varint(len(b)) + b
 def b0(which, encsel, key=False, wild=0):
-    # which = b0 % 3, encsel = (b0 >> 2) % 4, key = b0 & 0x40; search for a byte that matches
+    # which = b0 % 3 (+ 3 when b0 & 0x80: GCRA, window, lock), encsel = (b0 >> 2) % 4,
+    # key = b0 & 0x40; search for a byte that matches
     for x in range(256):
-        if x % 3 == which and (x >> 2) % 4 == encsel and bool(x & 0x40) == key and (encsel != 3 or (x >> 4) == wild or wild == 0):
+        if x % 3 + (3 if x & 0x80 else 0) == which and (x >> 2) % 4 == encsel and bool(x & 0x40) == key \
+                and (encsel != 3 or (x >> 4) == wild or wild == 0):
             return bytes([x])
     raise ValueError
 last = 1700000000000
@@ -111,6 +113,27 @@ put("rdb_load", "challenge_v0_legacy_json", b0(1, 0) + b"\x00" + sbuf('{"duratio
 put("rdb_load", "legacy_bucket_with_key", b0(2, 0, key=True) + b"\x03" + sbuf('{"decrement":{"site-a":3}}'))
 put("rdb_load", "legacy_safety", b0(2, 0) + b"\x00" + sbuf("SAFETY"))
 put("rdb_load", "legacy_wrong_encver", b0(2, 1) + b"\x00" + sbuf("SAFETY"))
+# GCRA (3): tat_us, emission_us, limit
+put("rdb_load", "gcra_v1", b0(3, 1) + b"\x00" + varint(last * 1000 + 250000) + varint(100000) + varint(11))
+put("rdb_load", "gcra_v1_dvt_max", b0(3, 1) + b"\x00" + varint(1 << 60) + varint(1 << 20) + varint(1 << 40))
+put("rdb_load", "gcra_v1_dvt_overflow", b0(3, 1) + b"\x00" + varint(1) + varint(1 << 50) + varint(1 << 11))
+put("rdb_load", "gcra_unknown_encver", b0(3, 2) + b"\x00" + varint(last * 1000) + varint(1000) + varint(1))
+# window (4): window_ms, limit, then the bucket (last_ms, nslots, slot/count pairs)
+put("rdb_load", "window_v1", b0(4, 1) + b"\x00" + varint(30000) + varint(100) + varint(last) + varint(3)
+    + varint(s_last - 200) + varint(7) + varint(s_last - 3) + varint(1) + varint(s_last) + varint(4))
+put("rdb_load", "window_v1_empty", b0(4, 1) + b"\x00" + varint(1) + varint(4294967295) + varint(0) + varint(0))
+put("rdb_load", "window_v1_limit_zero", b0(4, 1) + b"\x00" + varint(1000) + varint(0) + varint(0) + varint(0))
+put("rdb_load", "window_unknown_encver", b0(4, 3) + b"\x00" + varint(1000) + varint(1) + varint(0) + varint(0))
+# lock (5): permits, last_token, nholders, (owner, expires_ms, count, token)..., [flags]
+hold = lambda o, e, c, t: sbuf(o) + varint(e) + varint(c) + varint(t)
+put("rdb_load", "lock_v1", b0(5, 1, key=True) + b"\x03" + varint(1) + varint(42) + varint(1)
+    + hold("owner-a", last + 30000, 1, 42))
+put("rdb_load", "lock_v2_semaphore", b0(5, 2, key=True) + b"\x00" + varint(3) + varint(1 << 62) + varint(2)
+    + hold("a", last, 2, 7) + hold("b" * 256, 1 << 48, 4294967295, 1 << 62) + varint(1))
+put("rdb_load", "lock_v2_dup_owner", b0(5, 2) + b"\x00" + varint(2) + varint(9) + varint(2)
+    + hold("x", last, 1, 3) + hold("x", last, 1, 4) + varint(0))
+put("rdb_load", "lock_v2_ephemeral_empty", b0(5, 2) + b"\x01" + varint(1024) + varint(0) + varint(0) + varint(1))
+put("rdb_load", "lock_unknown_encver", b0(5, 0) + b"\x00" + varint(1) + varint(0) + varint(0) + varint(0))
 
 # ---- cmd_args: CAPTCHA_SET arguments after the key, space separated ----
 put("cmd_args", "valid_empty", "30 2 50 50 500 500 0 0")
