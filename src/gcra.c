@@ -21,6 +21,9 @@ int gcra_apply(const gcra_params *p, uint64_t tat_us, uint64_t now_us, uint64_t 
     uint64_t tat = tat_us ? tat_us : now_us;
     uint64_t base = tat > now_us ? tat : now_us;
     uint64_t new_tat = base + increment;
+    /* A TAT past the bound could not be persisted or replicated (the loaders
+     * and RL.GCRA_SET refuse it): refuse the request instead. */
+    if (new_tat > GCRA_MAX_TIME_US) return -1;
     /* allowed iff now >= new_tat - dvt, i.e. new_tat <= now + dvt */
     r->limit = p->limit;
     uint64_t ttl;

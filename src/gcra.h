@@ -44,7 +44,8 @@ int gcra_params_init(gcra_params *p, uint64_t capacity, uint64_t count, uint64_t
 
 /* Apply `quantity` units at `now_us`. `tat_us` is the stored TAT, 0 when there
  * is no state. Quantity 0 is a peek: always allowed, TAT unchanged. Returns 0,
- * or -1 when quantity * T overflows (then *r is untouched). */
+ * or -1 when quantity * T overflows or the TAT would pass GCRA_MAX_TIME_US
+ * (then *r is untouched). */
 int gcra_apply(const gcra_params *p, uint64_t tat_us, uint64_t now_us, uint64_t quantity,
                gcra_result *r);
 

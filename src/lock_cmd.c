@@ -211,6 +211,27 @@ static void track_lock(RedisModuleCtx *ctx, RedisModuleString *keyname, const lo
     RedisModule_FreeString(NULL, id);
 }
 
+/* A key was deleted, expired or evicted: forget a lease-timer entry that is
+ * not armed (a replica's tracking entry; a primary's armed timer cleans up
+ * itself when it fires). */
+static int on_key_gone(RedisModuleCtx *ctx, int type, const char *event, RedisModuleString *keyname) {
+    (void)type;
+    (void)event;
+    if (RedisModule_DictSize(lease_timers) == 0) return REDISMODULE_OK;
+    char stackbuf[128];
+    size_t idlen;
+    char *idbuf = mc_db_key_buf(RedisModule_GetSelectedDb(ctx), keyname, stackbuf, sizeof(stackbuf), &idlen);
+    lease_timer *t = RedisModule_DictGetC(lease_timers, idbuf, idlen, NULL);
+    if (t && !t->armed) {
+        RedisModule_DictDelC(lease_timers, idbuf, idlen, NULL);
+        RedisModule_FreeString(NULL, t->key);
+        RedisModule_FreeString(NULL, t->id);
+        RedisModule_Free(t);
+    }
+    if (idbuf != stackbuf) RedisModule_Free(idbuf);
+    return REDISMODULE_OK;
+}
+
 /* Arm (primary) or track (replica) the lease timer of the lock at db/key. */
 static void arm_or_track(RedisModuleCtx *ctx, int db, RedisModuleString *keyname) {
     int saved = RedisModule_GetSelectedDb(ctx);
@@ -280,14 +301,45 @@ static uint64_t *closed_ids;         /* disconnected clients whose locks to rele
 static size_t nclosed, closed_cap;
 static int release_timer_armed;
 
+/* Find the entry of (db, key, owner) in a client's list; *prevp gets its predecessor. */
+static session_lock *session_find(session_lock *s, int db, RedisModuleString *keyname, const char *owner,
+                                  size_t len, session_lock **prevp) {
+    session_lock *prev = NULL;
+    for (; s; prev = s, s = s->next) {
+        size_t olen;
+        const char *o = RedisModule_StringPtrLen(s->owner, &olen);
+        if (s->db == db && olen == len && memcmp(o, owner, len) == 0 && RedisModule_StringCompare(s->key, keyname) == 0)
+            break;
+    }
+    if (prevp) *prevp = prev;
+    return s;
+}
+
 static void session_add(RedisModuleCtx *ctx, uint64_t client_id, RedisModuleString *keyname, const char *owner,
                         size_t len) {
+    int db = RedisModule_GetSelectedDb(ctx);
+    session_lock *head = RedisModule_DictGetC(sessions, &client_id, sizeof(client_id), NULL);
+    if (session_find(head, db, keyname, owner, len, NULL)) return; /* known already */
     session_lock *s = RedisModule_Alloc(sizeof(*s));
-    s->db = RedisModule_GetSelectedDb(ctx);
+    s->db = db;
     s->key = RedisModule_CreateStringFromString(NULL, keyname);
     s->owner = RedisModule_CreateString(NULL, owner, len);
     s->next = RedisModule_DictGetC(sessions, &client_id, sizeof(client_id), NULL);
     RedisModule_DictReplaceC(sessions, &client_id, sizeof(client_id), s);
+}
+
+/* The holder of a session permit released it: forget the entry. */
+static void session_drop(RedisModuleCtx *ctx, uint64_t client_id, RedisModuleString *keyname, const char *owner,
+                         size_t len) {
+    session_lock *head = RedisModule_DictGetC(sessions, &client_id, sizeof(client_id), NULL);
+    session_lock *prev, *s = session_find(head, RedisModule_GetSelectedDb(ctx), keyname, owner, len, &prev);
+    if (s == NULL) return;
+    if (prev) prev->next = s->next;
+    else if (s->next) RedisModule_DictReplaceC(sessions, &client_id, sizeof(client_id), s->next);
+    else RedisModule_DictDelC(sessions, &client_id, sizeof(client_id), NULL);
+    RedisModule_FreeString(NULL, s->key);
+    RedisModule_FreeString(NULL, s->owner);
+    RedisModule_Free(s);
 }
 
 static void session_list_free(session_lock *s) {
@@ -304,6 +356,12 @@ static void release_closed_sessions(RedisModuleCtx *ctx, void *data) {
     (void)data;
     release_timer_armed = 0;
     if (RedisModule_GetContextFlags(ctx) & REDISMODULE_CTX_FLAGS_SLAVE) {
+        /* The primary releases; just forget these clients' entries. */
+        for (size_t i = 0; i < nclosed; i++) {
+            session_lock *list = NULL;
+            RedisModule_DictDelC(sessions, &closed_ids[i], sizeof(closed_ids[i]), &list);
+            session_list_free(list);
+        }
         nclosed = 0;
         return;
     }
@@ -627,7 +685,9 @@ static int release_hold(RedisModuleCtx *ctx, RedisModuleString **argv, int all) 
         int h = lock_find(l, owner, len);
         if (h >= 0) {
             if (all) l->holders[h].count = 1;
+            uint64_t client_id = l->holders[h].client_id;
             left = lock_release(l, owner, len);
+            if (left == 0 && client_id) session_drop(ctx, client_id, argv[1], owner, len);
             commit_state(ctx, key, argv[1], l, now_ms);
         }
     }
@@ -792,6 +852,10 @@ int lock_cmd_register(RedisModuleCtx *ctx) {
     sessions = RedisModule_CreateDict(NULL);
     detached = RedisModule_GetDetachedThreadSafeContext(ctx);
     if (mc_register_commands(ctx, commands, sizeof(commands) / sizeof(commands[0])) == REDISMODULE_ERR)
+        return REDISMODULE_ERR;
+    if (RedisModule_SubscribeToKeyspaceEvents(
+            ctx, REDISMODULE_NOTIFY_GENERIC | REDISMODULE_NOTIFY_EXPIRED | REDISMODULE_NOTIFY_EVICTED, on_key_gone) ==
+        REDISMODULE_ERR)
         return REDISMODULE_ERR;
     if (RedisModule_SubscribeToServerEvent(ctx, RedisModuleEvent_ClientChange, on_client_change) == REDISMODULE_ERR ||
         RedisModule_SubscribeToServerEvent(ctx, RedisModuleEvent_ReplicationRoleChanged, on_role_change) ==

@@ -46,9 +46,11 @@ uint64_t mc_now_ms(void);
 /* The same clock in Unix microseconds (millisecond resolution on Redis 7.0). */
 uint64_t mc_now_us(void);
 
-/* Whether this node owns hash slot `slot` (CLUSTER SLOTS; 1 outside a
- * cluster). Only for slow paths: it costs a CLUSTER SLOTS call. */
+/* Whether this node's shard (it, or its primary on a replica) serves hash slot
+ * `slot`; 1 outside a cluster. From CLUSTER SLOTS, cached for 100 ms. */
 int mc_slot_is_mine(RedisModuleCtx *ctx, unsigned slot);
+/* The same, read from CLUSTER SLOTS now (a slot may just have moved away). */
+int mc_slot_is_mine_fresh(RedisModuleCtx *ctx, unsigned slot);
 
 /* "<db>:<key>", binary-safe: the id of a key in the module's own dicts. */
 RedisModuleString *mc_db_key_id(int db, RedisModuleString *key);

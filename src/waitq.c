@@ -122,7 +122,7 @@ static void serve(RedisModuleCtx *ctx, void *data) {
     if (mc_cluster_enabled) {
         size_t klen;
         const char *k = RedisModule_StringPtrLen(q->key, &klen);
-        moved = !mc_slot_is_mine(ctx, keyslot_of(k, klen));
+        moved = !mc_slot_is_mine_fresh(ctx, keyslot_of(k, klen));
     }
     while (q->head) {
         waiter *w = q->head;

@@ -58,3 +58,19 @@ def test_waiter_gets_tryagain_when_its_slot_moves(cluster, kind):
     else:
         assert dc.execute_command("RL.WINDOW", key, 1, 800)[0] in (0, 1)
     cluster.wait_stable()
+
+
+def test_replica_reads_of_a_missing_captcha_say_not_found(cluster):
+    """A READONLY replica serves its primary's slots: a missing captcha there is
+    'Captcha not found', not an endless TRYAGAIN."""
+    primary = cluster.primaries()[0]
+    replica = cluster.replicas_of(primary)[0]
+    slot = cluster.slots_of(primary)[5]
+    name = names_in_slots([slot], 1, prefix="ro-")[slot][0]
+    rc = redis.Redis(host=replica.host, port=replica.port)
+    rc.execute_command("READONLY")
+    with pytest.raises(redis.ResponseError) as e:
+        rc.execute_command("MCAPTCHA_CACHE.GET", name)
+    assert str(e.value) == "Captcha not found"
+    assert rc.execute_command("MCAPTCHA_CACHE.CAPTCHA_EXISTS", name) == 1
+    rc.close()

@@ -1171,3 +1171,13 @@ def test_internal_commands_valid_forms(r):
     # an empty state is an empty (expired) key
     assert r.execute_command("RL.WINDOW_SET", "w3", 1000, 5, now, 0) == b"OK"
     assert not r.exists("w3")
+
+
+def test_tat_beyond_the_persistable_bound_is_refused(r):
+    """A request whose TAT would pass 2^60 us could be neither saved nor
+    replicated (the loaders and RL.GCRA_SET refuse it): refused, nothing stored."""
+    with pytest.raises(redis.ResponseError, match="too large"):
+        r.execute_command("CL.THROTTLE", "huge", 1023, 1, 1125899906, 1024)
+    with pytest.raises(redis.ResponseError, match="too large"):
+        r.execute_command("RL.GCRA", "huge", 1, 1125899906842, "BURST", 1024, "COST", 1024)
+    assert r.exists("huge") == 0
