@@ -34,3 +34,30 @@ def repack(body, version):
     """A DUMP payload: body, 2-byte RDB version, CRC-64 of both, little endian."""
     x = body + version
     return x + struct.pack("<Q", crc64(x))
+
+
+MUTATIONS = ["truncate", "flip", "flip", "byte", "insert", "delete", "multi"]
+
+
+def mutate_dump(rng, payload):
+    """One random corruption of a DUMP payload's body, for RESTORE fuzzing.
+    Returns (kind, body, version); re-pack with repack(bytes(body), version)."""
+    body, version = bytearray(payload[:-10]), payload[-10:-8]
+    kind = rng.choice(MUTATIONS)
+    if kind == "truncate":
+        body = body[:rng.randrange(0, len(body))]
+    elif kind == "flip":
+        pos = rng.randrange(len(body))
+        body[pos] ^= 1 << rng.randrange(8)
+    elif kind == "byte":
+        pos = rng.randrange(len(body))
+        body[pos] = rng.choice([0x00, 0xFF, 0x7F, 0x80, 0x81, 0xC0, 0x40, rng.randrange(256)])
+    elif kind == "insert":
+        pos = rng.randrange(len(body) + 1)
+        body[pos:pos] = bytes([rng.randrange(256)])
+    elif kind == "delete":
+        del body[rng.randrange(len(body))]
+    else:
+        for _ in range(rng.randint(2, 6)):
+            body[rng.randrange(len(body))] = rng.randrange(256)
+    return kind, body, version

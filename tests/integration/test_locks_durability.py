@@ -24,7 +24,7 @@ from servers import RawConnection, raw_command, wait_replicas_synced
 from test_locks import (ACQ, EXT, INS, REL, STATE, acquire, holders, inspect, lock_stats,
                         now_us, wait_for)
 
-from dumps import crc64, repack  # noqa: F401
+from dumps import crc64, mutate_dump, repack  # noqa: F401
 
 INT64_MAX = 2 ** 63 - 1
 
@@ -300,24 +300,7 @@ def test_restore_mutated_lock_payloads_server_survives(server, r):
     accepted, rejected, truncated_accepted = [], 0, []
     for i in range(LOCK_TRIES):
         base = rng.choice(bases)
-        body, version = bytearray(base[:-10]), base[-10:-8]
-        kind = rng.choice(["truncate", "flip", "flip", "byte", "insert", "delete", "multi"])
-        if kind == "truncate":
-            body = body[:rng.randrange(0, len(body))]
-        elif kind == "flip":
-            pos = rng.randrange(len(body))
-            body[pos] ^= 1 << rng.randrange(8)
-        elif kind == "byte":
-            pos = rng.randrange(len(body))
-            body[pos] = rng.choice([0x00, 0xFF, 0x7F, 0x80, 0x81, 0xC0, 0x40, rng.randrange(256)])
-        elif kind == "insert":
-            pos = rng.randrange(len(body) + 1)
-            body[pos:pos] = bytes([rng.randrange(256)])
-        elif kind == "delete":
-            del body[rng.randrange(len(body))]
-        else:
-            for _ in range(rng.randint(2, 6)):
-                body[rng.randrange(len(body))] = rng.randrange(256)
+        kind, body, version = mutate_dump(rng, base)
         key = "fz%d" % i
         try:
             r.restore(key, 0, repack(bytes(body), version), replace=True)

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from dumps import crc64, repack  # noqa: F401
+from dumps import crc64, mutate_dump, repack  # noqa: F401
 import redis
 
 from mcap import (ADD_CAPTCHA, ADD_CHALLENGE, ADD_VISITOR, CAPTCHA_EXISTS, CAPTCHA_TYPE,
@@ -581,26 +581,7 @@ def test_restore_fuzzed_payloads_server_survives(server, r):
     total = 1000
     for i in range(total):
         base = rng.choice(bases)
-        body, version = bytearray(base[:-10]), base[-10:-8]
-        kind = rng.choice(["truncate", "flip", "flip", "byte", "insert", "delete", "multi"])
-        if kind == "truncate":
-            body = body[:rng.randrange(0, len(body))]
-        elif kind == "flip":
-            pos = rng.randrange(len(body))
-            body[pos] ^= 1 << rng.randrange(8)
-        elif kind == "byte":
-            pos = rng.randrange(len(body))
-            body[pos] = rng.choice([0x00, 0xFF, 0x7F, 0x80, 0xC0, 0x40, rng.randrange(256)])
-        elif kind == "insert":
-            pos = rng.randrange(len(body) + 1)
-            body[pos:pos] = bytes([rng.randrange(256)])
-        elif kind == "delete":
-            pos = rng.randrange(len(body))
-            del body[pos]
-        else:
-            for _ in range(rng.randint(2, 6)):
-                pos = rng.randrange(len(body))
-                body[pos] = rng.randrange(256)
+        kind, body, version = mutate_dump(rng, base)
         is_captcha = base is not bases[3]
         key = ckey("fz%d" % i) if is_captcha else chkey("fz%d" % i, "c")
         try:

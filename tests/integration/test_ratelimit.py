@@ -20,7 +20,7 @@ import time
 import pytest
 import redis
 
-from servers import RawConnection, raw_command, resp_encode
+from servers import wait_replicas_synced, RawConnection, raw_command, resp_encode
 
 try:  # the 6-node cluster harness (only for CROSSSLOT, which standalone servers never check)
     from cluster import key_slot, redis_cluster  # noqa: F401 (fixture)
@@ -66,37 +66,11 @@ def info(server, section):
         c.close()
 
 
-def wait_synced(primary, replica, timeout=20.0):
-    """The replica's link is up and its offset equals the primary's (written
-    here: conftest's replica_pair / sync go through RedisServer.info)."""
-    deadline = time.time() + timeout
-    while True:
-        replica.check_alive()
-        i = info(replica, "replication")
-        if i.get("role") == "slave" and i.get("master_link_status") == "up" \
-                and str(i.get("master_sync_in_progress", 0)) == "0":
-            break
-        assert time.time() < deadline, "replica link not up: %r\n%s" % (i, replica.log_tail())
-        time.sleep(0.02)
-    c = redis.Redis(host=primary.host, port=primary.port, socket_timeout=timeout + 5)
-    try:
-        assert c.execute_command("WAIT", 1, 5000) == 1, "WAIT 1 5000: replica did not ack"
-    finally:
-        c.close()
-    while True:
-        p_off = info(primary, "replication")["master_repl_offset"]
-        r_off = info(replica, "replication")["master_repl_offset"]
-        if p_off == r_off and info(primary, "replication")["master_repl_offset"] == p_off:
-            return
-        assert time.time() < deadline, "offsets differ: %s vs %s" % (p_off, r_off)
-        time.sleep(0.02)
-
-
 @pytest.fixture
 def primary_replica(servers):
     primary = servers.new(name="primary")
     replica = servers.new(name="replica", replicaof=primary)
-    wait_synced(primary, replica)
+    wait_replicas_synced(primary, [replica])
     return primary, replica
 
 
@@ -409,7 +383,7 @@ def test_peeks_run_on_a_replica(primary_replica):
     p, rr = primary.client(), replica.client()
     p.execute_command("RL.GCRA", "g", 10, 20000, "COST", 3)
     p.execute_command("RL.WINDOW", "w", 10, 20000, "COST", 4)
-    wait_synced(primary, replica)
+    wait_replicas_synced(primary, [replica])
     assert digest(rr, "g") == digest(p, "g")
     assert digest(rr, "w") == digest(p, "w")
     gp = rr.execute_command("RL.GCRA_PEEK", "g", 10, 20000)

@@ -21,9 +21,9 @@ import time
 import pytest
 import redis
 
-from servers import raw_command
+from servers import wait_replicas_synced, raw_command
 
-from dumps import crc64, repack  # noqa: F401
+from dumps import crc64, mutate_dump, repack  # noqa: F401
 
 try:
     from cluster import key_slot, redis_cluster  # noqa: F401 (fixture)
@@ -58,30 +58,6 @@ def digest(r, key):
 
 def all_keys(r):
     return sorted(r.scan_iter(count=1000))
-
-
-def wait_synced(primary, replica, timeout=20.0):
-    deadline = time.time() + timeout
-    while True:
-        replica.check_alive()
-        i = info(replica, "replication")
-        if i.get("role") == "slave" and i.get("master_link_status") == "up" \
-                and str(i.get("master_sync_in_progress", 0)) == "0":
-            break
-        assert time.time() < deadline, "replica link not up: %r\n%s" % (i, replica.log_tail())
-        time.sleep(0.02)
-    c = redis.Redis(host=primary.host, port=primary.port, socket_timeout=timeout + 5)
-    try:
-        assert c.execute_command("WAIT", 1, 5000) == 1, "WAIT 1 5000: the replica did not ack"
-    finally:
-        c.close()
-    while True:
-        p_off = info(primary, "replication")["master_repl_offset"]
-        r_off = info(replica, "replication")["master_repl_offset"]
-        if p_off == r_off and info(primary, "replication")["master_repl_offset"] == p_off:
-            return
-        assert time.time() < deadline, "offsets differ: %s vs %s" % (p_off, r_off)
-        time.sleep(0.02)
 
 
 def wait_aof_rewrite_done(server, timeout=20.0):
@@ -323,7 +299,7 @@ def test_bgrewriteaof_then_restart_same_state(servers):
 def test_replica_mixed_workload_digests_match(servers):
     primary = servers.new(name="primary")
     replica = servers.new(name="replica", replicaof=primary)
-    wait_synced(primary, replica)
+    wait_replicas_synced(primary, [replica])
     r = primary.client()
     populate(r)
     rng = random.Random(2024)
@@ -353,7 +329,7 @@ def test_replica_mixed_workload_digests_match(servers):
     assert sorted(x[0] for x in served) == ["RL.GCRA", "RL.WINDOW"]
     assert all(x[1][0] == 1 for x in served), served
     assert r.exists("qw", "qg") == 2
-    wait_synced(primary, replica)
+    wait_replicas_synced(primary, [replica])
     rr = replica.client()
     pk, rk = all_keys(r), all_keys(rr)
     assert pk == rk, "key sets differ: %r" % (set(pk) ^ set(rk))
@@ -442,24 +418,7 @@ def test_restore_corrupted_payloads_never_crash(servers):
     truncated_accepted = []
     for i in range(total):
         base = rng.choice(bases)
-        body, version = bytearray(base[:-10]), base[-10:-8]
-        kind = rng.choice(["truncate", "flip", "flip", "byte", "insert", "delete", "multi"])
-        if kind == "truncate":
-            body = body[:rng.randrange(0, len(body))]
-        elif kind == "flip":
-            pos = rng.randrange(len(body))
-            body[pos] ^= 1 << rng.randrange(8)
-        elif kind == "byte":
-            body[rng.randrange(len(body))] = rng.choice([0, 0xFF, 0x7F, 0x80, 0xC0, 0x40,
-                                                         rng.randrange(256)])
-        elif kind == "insert":
-            pos = rng.randrange(len(body) + 1)
-            body[pos:pos] = bytes([rng.randrange(256)])
-        elif kind == "delete":
-            del body[rng.randrange(len(body))]
-        else:
-            for _ in range(rng.randint(2, 6)):
-                body[rng.randrange(len(body))] = rng.randrange(256)
+        kind, body, version = mutate_dump(rng, base)
         key = "fz%d" % i
         payload = repack(bytes(body), version)
         try:
