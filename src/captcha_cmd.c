@@ -72,15 +72,11 @@ static RedisModuleString *challenge_key_or_reply(RedisModuleCtx *ctx, RedisModul
  * read-only open found no key) and *empty telling whether the key is empty. */
 static int open_typed_or_reply(RedisModuleCtx *ctx, RedisModuleString *keyname, int mode,
                                RedisModuleType *type, RedisModuleKey **key, int *empty) {
-    *key = RedisModule_OpenKey(ctx, keyname, mode);
-    int kt = RedisModule_KeyType(*key);
-    *empty = kt == REDISMODULE_KEYTYPE_EMPTY;
-    if (!*empty && (kt != REDISMODULE_KEYTYPE_MODULE || RedisModule_ModuleTypeGetType(*key) != type)) {
-        RedisModule_CloseKey(*key);
-        *key = NULL;
+    if (mc_open_typed(ctx, keyname, mode, type, key) != 0) {
         RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
         return -1;
     }
+    *empty = RedisModule_KeyType(*key) == REDISMODULE_KEYTYPE_EMPTY;
     return 0;
 }
 

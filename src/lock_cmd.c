@@ -53,15 +53,7 @@ static void saw_token(uint64_t t) {
 
 /* Open a lock key, checking its type. 0, or -1 when it holds another type. */
 static int open_lock(RedisModuleCtx *ctx, RedisModuleString *keyname, int mode, RedisModuleKey **key) {
-    *key = RedisModule_OpenKey(ctx, keyname, mode);
-    int kt = RedisModule_KeyType(*key);
-    if (kt != REDISMODULE_KEYTYPE_EMPTY &&
-        (kt != REDISMODULE_KEYTYPE_MODULE || RedisModule_ModuleTypeGetType(*key) != LockType)) {
-        RedisModule_CloseKey(*key);
-        *key = NULL;
-        return -1;
-    }
-    return 0;
+    return mc_open_typed(ctx, keyname, mode, LockType, key);
 }
 
 static void replicate_state(RedisModuleCtx *ctx, RedisModuleString *keyname, const lockv *l) {
@@ -101,10 +93,6 @@ typedef struct lease_timer {
 } lease_timer;
 
 static RedisModuleDict *lease_timers; /* "<db>:<key>" -> lease_timer */
-
-static RedisModuleString *timer_id(int db, RedisModuleString *key) {
-    return mc_db_key_id(db, key);
-}
 
 static void lease_timer_fired(RedisModuleCtx *ctx, void *data);
 
@@ -192,7 +180,7 @@ static void lease_timer_fired(RedisModuleCtx *ctx, void *data) {
  * promotion can arm it; forget it when nobody holds the lock. */
 static void track_lock(RedisModuleCtx *ctx, RedisModuleString *keyname, const lockv *l) {
     int db = RedisModule_GetSelectedDb(ctx);
-    RedisModuleString *id = timer_id(db, keyname);
+    RedisModuleString *id = mc_db_key_id(db, keyname);
     lease_timer *t = RedisModule_DictGet(lease_timers, id, NULL);
     if (l && l->nholders && t == NULL) {
         t = RedisModule_Calloc(1, sizeof(*t));

@@ -88,6 +88,19 @@ int mc_slot_is_mine(RedisModuleCtx *ctx, unsigned slot) {
     return (slots_mine[(slot & 16383) / 8] >> (slot % 8)) & 1;
 }
 
+int mc_open_typed(RedisModuleCtx *ctx, RedisModuleString *keyname, int mode, RedisModuleType *type,
+                  RedisModuleKey **key) {
+    *key = RedisModule_OpenKey(ctx, keyname, mode);
+    int kt = RedisModule_KeyType(*key);
+    if (kt != REDISMODULE_KEYTYPE_EMPTY &&
+        (kt != REDISMODULE_KEYTYPE_MODULE || RedisModule_ModuleTypeGetType(*key) != type)) {
+        RedisModule_CloseKey(*key);
+        *key = NULL;
+        return -1;
+    }
+    return 0;
+}
+
 char *mc_db_key_buf(int db, RedisModuleString *key, char *stackbuf, size_t cap, size_t *len) {
     size_t klen;
     const char *k = RedisModule_StringPtrLen(key, &klen);

@@ -52,6 +52,12 @@ int mc_slot_is_mine(RedisModuleCtx *ctx, unsigned slot);
 /* The same, read from CLUSTER SLOTS now (a slot may just have moved away). */
 int mc_slot_is_mine_fresh(RedisModuleCtx *ctx, unsigned slot);
 
+/* Open `keyname` with `mode` and check it is empty or holds `type`. 0 with *key
+ * open (NULL when a read-only open found no key), or -1 with the key closed
+ * when it holds another type (the caller replies WRONGTYPE). */
+int mc_open_typed(RedisModuleCtx *ctx, RedisModuleString *keyname, int mode, RedisModuleType *type,
+                  RedisModuleKey **key);
+
 /* "<db>:<key>", binary-safe: the id of a key in the module's own dicts. */
 RedisModuleString *mc_db_key_id(int db, RedisModuleString *key);
 

@@ -54,15 +54,7 @@ int rl_reply_result(RedisModuleCtx *ctx, const rl_result *r) {
 /* Open `keyname` and check it is empty or of `type`. */
 static int open_limiter(RedisModuleCtx *ctx, RedisModuleString *keyname, int mode, RedisModuleType *type,
                         RedisModuleKey **key) {
-    *key = RedisModule_OpenKey(ctx, keyname, mode);
-    int kt = RedisModule_KeyType(*key);
-    if (kt != REDISMODULE_KEYTYPE_EMPTY &&
-        (kt != REDISMODULE_KEYTYPE_MODULE || RedisModule_ModuleTypeGetType(*key) != type)) {
-        RedisModule_CloseKey(*key);
-        *key = NULL;
-        return RL_ERR_WRONGTYPE;
-    }
-    return RL_OK;
+    return mc_open_typed(ctx, keyname, mode, type, key) == 0 ? RL_OK : RL_ERR_WRONGTYPE;
 }
 
 static void store_gcra(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleString *keyname, uint64_t tat,

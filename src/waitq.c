@@ -40,10 +40,6 @@ static RedisModuleDict *queues;    /* id -> waitq */
 static RedisModuleDict *by_client; /* blocked client handle -> waiter */
 static long long total_waiting;
 
-static RedisModuleString *queue_id(int db, RedisModuleString *key) {
-    return mc_db_key_id(db, key);
-}
-
 static waitq *find_queue(RedisModuleCtx *ctx, RedisModuleString *key) {
     if (total_waiting == 0) return NULL; /* the common case: nobody waits anywhere */
     char stackbuf[128];
@@ -206,7 +202,7 @@ static void disconnect_cb(RedisModuleCtx *ctx, RedisModuleBlockedClient *bc) {
 void waitq_block(RedisModuleCtx *ctx, const waitq_ops *ops, RedisModuleString *key, void *req,
                  long long timeout_ms, uint64_t retry_ms) {
     int db = RedisModule_GetSelectedDb(ctx);
-    RedisModuleString *id = queue_id(db, key);
+    RedisModuleString *id = mc_db_key_id(db, key);
     waitq *q = RedisModule_DictGet(queues, id, NULL);
     if (q == NULL) {
         q = RedisModule_Calloc(1, sizeof(*q));
