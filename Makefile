@@ -24,11 +24,22 @@ CFLAGS   ?= -O2 -g
 ALL_CFLAGS := -std=gnu11 $(WARN) -fno-common -fPIC $(CFLAGS)
 LDLIBS   := -ljansson
 
-CORE_SRC := src/alloc.c src/bucket.c src/captcha.c src/keyslot.c src/gcra.c src/lock.c
-GLUE_SRC := src/module.c src/args.c src/bucket_io.c src/captcha_type.c src/captcha_cmd.c src/cmdinfo.c src/legacy_type.c src/ratelimit_type.c src/ratelimit_cmd.c src/waitq.c src/lock_type.c src/lock_cmd.c
+# One folder per layer (docs/architecture.md): the pure algorithms, what every
+# family shares about living inside Redis, one folder per family, the entry point.
+CORE_SRC      := src/core/alloc.c src/core/bucket.c src/core/captcha.c src/core/gcra.c src/core/keyslot.c \
+                 src/core/lock.c
+SERVER_SRC    := src/server/args.c src/server/bucket_io.c src/server/clock.c src/server/cluster.c \
+                 src/server/commands.c src/server/keys.c src/server/limitstats.c src/server/waitq.c
+CAPTCHA_SRC   := src/captcha/captcha_cmd.c src/captcha/captcha_info.c src/captcha/captcha_type.c \
+                 src/captcha/legacy_type.c
+RATELIMIT_SRC := src/ratelimit/limiter.c src/ratelimit/ratelimit_cmd.c src/ratelimit/ratelimit_info.c \
+                 src/ratelimit/ratelimit_state_cmd.c src/ratelimit/ratelimit_type.c
+LOCK_SRC      := src/lock/acquire.c src/lock/fencing.c src/lock/leases.c src/lock/lock_cmd.c \
+                 src/lock/lock_info.c src/lock/lock_type.c src/lock/sessions.c src/lock/state.c
+GLUE_SRC := $(SERVER_SRC) $(CAPTCHA_SRC) $(RATELIMIT_SRC) $(LOCK_SRC) src/module.c
 CORE_OBJ := $(CORE_SRC:src/%.c=$(BUILD)/%.o)
 GLUE_OBJ := $(GLUE_SRC:src/%.c=$(BUILD)/%.o)
-UNIT_TESTS := $(BUILD)/test_bucket $(BUILD)/test_captcha $(BUILD)/test_gcra $(BUILD)/test_lock
+UNIT_TESTS := $(BUILD)/test_bucket $(BUILD)/test_captcha $(BUILD)/test_gcra $(BUILD)/test_keyslot $(BUILD)/test_lock
 
 ASAN_DIR := $(BUILD)/asan
 ASAN_MODULE := $(ASAN_DIR)/$(MODULE)
@@ -51,8 +62,8 @@ $(BUILD)/include/redismodule.h:
 	sh scripts/fetch-redismodule-h.sh $@
 
 $(BUILD)/%.o: src/%.c
-	@mkdir -p $(BUILD)
-	$(CC) $(ALL_CFLAGS) -MMD -MP -isystem $(dir $(REDISMODULE_H)) -c $< -o $@
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -MMD -MP -Isrc -isystem $(dir $(REDISMODULE_H)) -c $< -o $@
 
 $(GLUE_OBJ): | $(REDISMODULE_H)
 
@@ -60,9 +71,9 @@ $(MODULE): $(CORE_OBJ) $(GLUE_OBJ)
 	$(CC) -shared -Wl,-z,defs -o $@ $^ $(LDLIBS)
 
 # Unit tests: the pure cores with cmocka, no Redis.
-$(BUILD)/test_%: tests/unit/test_%.c $(CORE_SRC) src/*.h
+$(BUILD)/test_%: tests/unit/test_%.c $(CORE_SRC) src/core/*.h
 	@mkdir -p $(BUILD)
-	$(CC) -std=gnu11 $(WARN) -g -O1 -Isrc $< $(CORE_SRC) -o $@ -ljansson -lcmocka
+	$(CC) -std=gnu11 $(WARN) -g -O1 -Isrc/core $< $(CORE_SRC) -o $@ -ljansson -lcmocka
 
 unit: $(UNIT_TESTS)
 	@for t in $(UNIT_TESTS); do echo "== $$t"; $$t || exit 1; done
@@ -74,8 +85,8 @@ unit-valgrind: $(UNIT_TESTS)
 
 # The module built with ASan + UBSan, loaded into redis-server with the runtimes preloaded.
 $(ASAN_DIR)/%.o: src/%.c | $(REDISMODULE_H)
-	@mkdir -p $(ASAN_DIR)
-	$(CC) -std=gnu11 $(WARN) -fno-common -fPIC $(ASAN_FLAGS) -MMD -MP -isystem $(dir $(REDISMODULE_H)) -c $< -o $@
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 $(WARN) -fno-common -fPIC $(ASAN_FLAGS) -MMD -MP -Isrc -isystem $(dir $(REDISMODULE_H)) -c $< -o $@
 
 $(ASAN_MODULE): $(CORE_SRC:src/%.c=$(ASAN_DIR)/%.o) $(GLUE_SRC:src/%.c=$(ASAN_DIR)/%.o)
 	$(CC) -shared $(ASAN_FLAGS) -o $@ $^ $(LDLIBS)
@@ -125,6 +136,7 @@ install: $(MODULE)
 	@echo "Add to redis.conf:  loadmodule $(MODULEDIR)/$(MODULE)"
 
 clean:
-	rm -rf $(BUILD)/*.o $(BUILD)/*.d $(BUILD)/test_* $(MODULE)
+	rm -rf $(BUILD)/*.o $(BUILD)/*.d $(BUILD)/core $(BUILD)/server $(BUILD)/captcha $(BUILD)/ratelimit \
+	    $(BUILD)/lock $(BUILD)/test_* $(ASAN_DIR) $(MODULE)
 
--include $(wildcard $(BUILD)/*.d $(ASAN_DIR)/*.d)
+-include $(wildcard $(BUILD)/*.d $(BUILD)/*/*.d $(ASAN_DIR)/*.d $(ASAN_DIR)/*/*.d)

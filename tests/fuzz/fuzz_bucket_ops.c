@@ -1,4 +1,4 @@
-/* fuzz_bucket_ops.c -- the leaky bucket (src/bucket.c) driven by a sequence of
+/* fuzz_bucket_ops.c -- the leaky bucket (src/core/bucket.c) driven by a sequence of
  * operations read from the input, checked after every step against the
  * documented invariants and against an exact reference model.
  *
@@ -31,8 +31,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../src/alloc.h"
-#include "../../src/bucket.h"
+#include "../../src/core/alloc.h"
+#include "../../src/core/bucket.h"
 
 #define CHECK(cond)                                                                   \
     do {                                                                              \

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../src/captcha.h"
+#include "../../src/core/captcha.h"
 
 #define CHECK(cond)                                                                   \
     do {                                                                              \

@@ -8,7 +8,7 @@
  * string2ll. On success: the captcha's invariants, then its text form
  * (captcha_state_args) must parse back to the same digest, an RDB save/load
  * round trip must too, and the restored counter must keep working. */
-#include "../../src/captcha_type.c"
+#include "../../src/captcha/captcha_type.c"
 
 #include "fuzz_stubs.h"
 
@@ -75,7 +75,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         FUZZ_CHECK(dig_equal(&d1, &d2));
         dig_free(&d2);
         captcha_free(c2);
-        captcha_free_args(args, n);
+        mc_free_args(args, n);
 
         /* RDB round trip */
         RedisModuleIO saver;

@@ -22,22 +22,23 @@
  * GCRA, window and lock: the same, with their invariants; the window's and the
  * lock's AOF forms (RL.WINDOW_SET, LOCK.STATE) go through window_from_args /
  * lock_from_args, the GCRA's RL.GCRA_SET numbers must equal the value (and be
- * ones RL.GCRA_SET accepts: finding F3). lock_loaded (lock_cmd.c) is a stub
+ * ones RL.GCRA_SET accepts: finding F3). The lock type's load hook (set by
+ * lock/leases.c in the module) is a stub here
  * that records its calls.
  */
-#include "../../src/captcha_type.c"
-#include "../../src/legacy_type.c"
-#include "../../src/ratelimit_type.c"
-#include "../../src/lock_type.c"
+#include "../../src/captcha/captcha_type.c"
+#include "../../src/captcha/legacy_type.c"
+#include "../../src/ratelimit/ratelimit_type.c"
+#include "../../src/lock/lock_type.c"
 
 #include "fuzz_stubs.h"
 
-/* lock_cmd.c's lock_loaded: raises the token floor and arms the lease timer;
- * here it records what it was given. */
+/* The lock type's load hook (lock/leases.c's lock_loaded raises the token
+ * floor and arms the lease timer); here it records what it was given. */
 static int g_lock_loaded_calls;
 static int g_lock_loaded_db;
 static const RedisModuleString *g_lock_loaded_key;
-void lock_loaded(const lockv *l, int db, const RedisModuleString *key) {
+static void lock_loaded(const lockv *l, int db, const RedisModuleString *key) {
     FUZZ_CHECK(l != NULL && l->last_token <= LOCK_MAX_TOKEN);
     g_lock_loaded_calls++;
     g_lock_loaded_db = db;
@@ -103,7 +104,7 @@ static void check_lock_value(const lockv *l) {
     FUZZ_CHECK(lock_mem_usage(l) == mem);
 }
 
-/* The arguments RL.GCRA_SET (GcraSet_RedisCommand, ratelimit_cmd.c) accepts:
+/* The arguments RL.GCRA_SET (GcraSet_RedisCommand, ratelimit_state_cmd.c) accepts:
  * <key> <tat 1..2^60> <emission 1..2^50> <limit 1..2^40> with
  * gcra_params_init(limit, 1, emission) succeeding; the value it would store. */
 static int gcra_set_accepts(RedisModuleString **argv, size_t argc, gcra_value *out) {
@@ -193,6 +194,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static int init;
     if (!init) {
         fuzz_install_stubs();
+        lock_load_hook = lock_loaded;
         init = 1;
     }
     if (size < 2) return 0;

@@ -1,7 +1,7 @@
 /* fuzz_stubs.h -- an in-memory stand-in for the parts of the Redis module API
- * that the type callbacks (src/captcha_type.c, src/legacy_type.c,
- * src/ratelimit_type.c, src/lock_type.c) call. lock_type.c's lock_loaded
- * (lock_cmd.c) is not here: fuzz_rdb_load.c provides a recording stub.
+ * that the type callbacks (src/captcha/captcha_type.c, src/captcha/legacy_type.c,
+ * src/ratelimit/ratelimit_type.c, src/lock/lock_type.c) call. The lock type's
+ * load hook is not here: fuzz_rdb_load.c installs a recording stub.
  *
  * Include it from a harness translation unit AFTER the glue .c files (which pull
  * in redismodule.h and its RedisModule_* function pointers), then call
@@ -18,7 +18,7 @@
  * every read after an error returns 0 / NULL too.
  *
  * Stand-ins also provided: the module's clock (mc_now_ms, settable through
- * g_fuzz_now_ms), the CaptchaType/ChallengeType globals that module.c defines,
+ * g_fuzz_now_ms), the cluster flag (server/cluster.c's mc_cluster_enabled),
  * RedisModuleString (ptr+len), a digest that records what is fed to it, and an
  * EmitAOF that records the emitted command as strings. */
 #ifndef FUZZ_STUBS_H
@@ -50,9 +50,7 @@ static int fuzz_skip_known(void) {
     return v;
 }
 
-/* ---- Things module.c defines ---- */
-RedisModuleType *CaptchaType;
-RedisModuleType *ChallengeType;
+/* ---- Things server/clock.c and server/cluster.c define ---- */
 int mc_cluster_enabled;
 static uint64_t g_fuzz_now_ms = 1700000000000ULL;
 uint64_t mc_now_ms(void) { return g_fuzz_now_ms; }

@@ -1,7 +1,7 @@
 """Helpers for the legacy-upgrade tests and for tests/fixtures/rdb/make_fixtures.py:
 build the TEST-ONLY legacy_writer module, and the exact payloads the original
-mCaptcha cache module (Rust) wrote (shared/reference/mcaptcha-protocol.md,
-"The original's keys and on-disk format")."""
+mCaptcha cache module (Rust) wrote (docs/protocol.md, "Original key layout and
+RDB payloads")."""
 
 import json
 import os

@@ -4,8 +4,8 @@
  * never loaded in production; it cannot be loaded together with
  * mcaptcha_cache (both register the type names `mcaptmcap` and `mcaptchal`).
  *
- * Written from scratch from the layout in shared/reference/mcaptcha-protocol.md
- * ("The original's keys and on-disk format"):
+ * Written from scratch from the layout in docs/protocol.md ("Original key
+ * layout and RDB payloads"):
  *
  *   key                                      type       encver  payload (one SaveStringBuffer)      TTL
  *   mcap:captcha::{<name>}                   mcaptmcap  0       {"m":{"visitor_threshold":<live>,   none

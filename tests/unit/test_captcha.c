@@ -1,5 +1,5 @@
-/* test_captcha.c -- unit tests of captcha.c (config validation, difficulty
- * rule, challenge JSON, the original module's JSON) and keyslot.c. */
+/* test_captcha.c -- unit tests of core/captcha.c: config validation, the
+ * difficulty rule, challenge JSON, the original module's JSON. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,7 +11,6 @@
 #include <cmocka.h>
 
 #include "captcha.h"
-#include "keyslot.h"
 
 static captcha *parse_ok(const char *json) {
     captcha *c = NULL;
@@ -184,18 +183,6 @@ static void test_legacy_formats(void **state) {
     assert_non_null(challenge_parse_legacy("{\"duration\":1}", 14, &ch));
 }
 
-static void test_keyslot(void **state) {
-    (void)state;
-    assert_int_equal(keyslot_crc16("123456789", 9), 0x31C3); /* the CRC16-XMODEM check value */
-    assert_int_equal(keyslot_of("somekey", 7), 11058);       /* CLUSTER KEYSLOT examples */
-    assert_int_equal(keyslot_of("foo{hash_tag}", 13), 2515);
-    assert_int_equal(keyslot_of("{hash_tag}", 10), 2515);
-    assert_int_equal(keyslot_of("{user1000}.following", 20), keyslot_of("user1000", 8));
-    assert_int_equal(keyslot_of("foo{}{bar}", 10), keyslot_crc16("foo{}{bar}", 10) & 16383);
-    assert_int_equal(keyslot_of("foo{{bar}}zap", 13), keyslot_of("{bar", 4));
-    assert_int_equal(keyslot_of("mcap:captcha::{site}", 20), keyslot_of("site", 4));
-}
-
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_difficulty_example),
@@ -204,7 +191,6 @@ int main(void) {
         cmocka_unit_test(test_config_limits),
         cmocka_unit_test(test_challenge_parse),
         cmocka_unit_test(test_legacy_formats),
-        cmocka_unit_test(test_keyslot),
     };
     return cmocka_run_group_tests_name("captcha", tests, NULL, NULL);
 }

@@ -1,6 +1,6 @@
-/* test_gcra.c -- unit tests of the GCRA core (src/gcra.c) against redis-cell's
+/* test_gcra.c -- unit tests of the GCRA core (src/core/gcra.c) against redis-cell's
  * documented behaviour, with an injected clock; and of lb_fits_at, the
- * sliding window's "when does it fit" (src/bucket.c). */
+ * sliding window's "when does it fit" (src/core/bucket.c). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

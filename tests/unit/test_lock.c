@@ -1,4 +1,4 @@
-/* test_lock.c -- unit tests of the lock core (src/lock.c): grants, leases,
+/* test_lock.c -- unit tests of the lock core (src/core/lock.c): grants, leases,
  * reentrancy, semaphores, fencing tokens and restore checks. */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,0 +1,91 @@
+/* captcha.h -- an mCaptcha captcha: difficulty levels, a duration and a
+ * leaky-bucket visitor count; and the one-shot proof-of-work challenge.
+ *
+ * Pure C (jansson for JSON, no Redis include), unit-tested in tests/unit.
+ *
+ * Difficulty rule (stateless, docs/protocol.md, "Difficulty rule"):
+ * the difficulty_factor of the highest level whose visitor_threshold is strictly
+ * below the count after this visit; when there is none, the lowest level's.
+ *
+ * Memory per captcha: sizeof(captcha) + 8 bytes per level (at most
+ * CAPTCHA_MAX_LEVELS = 128, so 1 KiB) + the bucket ring (at most 1,340 bytes for
+ * durations of 1 s and up, see bucket.h): below 2.5 KiB whatever the traffic.
+ */
+#ifndef MC_CAPTCHA_H
+#define MC_CAPTCHA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bucket.h"
+
+#define CAPTCHA_MAX_LEVELS 128
+#define CAPTCHA_MAX_CONFIG_BYTES (16 * 1024)
+#define CAPTCHA_MAX_DURATION_S 4294967295ULL /* u32 seconds (~136 years) */
+#define CHALLENGE_MAX_JSON_BYTES 4096
+#define CHALLENGE_MAX_STRING_BYTES 512
+
+typedef struct captcha_level {
+    uint32_t visitor_threshold; /* the level applies once the count passes this */
+    uint32_t difficulty_factor; /* proof-of-work difficulty, > 0 */
+} captcha_level;
+
+typedef struct captcha {
+    uint32_t duration_s;    /* how long each visit counts, seconds (>= 1) */
+    uint32_t nlevels;       /* 1..CAPTCHA_MAX_LEVELS */
+    captcha_level *levels;  /* sorted by visitor_threshold, strictly increasing */
+    lbucket visits;         /* window = duration_s * 1000 ms */
+} captcha;
+
+typedef struct challenge {
+    uint32_t difficulty_factor; /* as given by ADD_CHALLENGE */
+    uint32_t duration_s;        /* seconds (>= 1); the key expires this long after ADD_CHALLENGE */
+} challenge;
+
+/* Result of a parse/validate: NULL on success, else a static message (no code prefix). */
+typedef const char *captcha_err;
+
+/* Parse and validate an ADD_CAPTCHA JSON config of `len` bytes:
+ *   {"levels":[{"visitor_threshold":u32,"difficulty_factor":u32},...],"duration":u32}
+ * Unknown fields are ignored; numbers must be JSON integers in range. On success
+ * *out is a new captcha with an empty count (free with captcha_free) and NULL is
+ * returned. On failure *out is untouched and the reason is returned;
+ * *json_error is set to 1 when the input is not JSON at all (else 0).
+ * `errbuf` (>= 160 bytes) may receive the parser's detail, then the return points to it. */
+captcha_err captcha_parse_config(const char *json, size_t len, captcha **out, int *json_error,
+                                 char *errbuf, size_t errbuf_len);
+
+/* Build a captcha from parts that have been validated by the caller or not:
+ * levels need not be sorted; the same checks as the JSON config are applied.
+ * Copies the levels. */
+captcha_err captcha_new(uint32_t duration_s, const captcha_level *levels, uint32_t nlevels,
+                        captcha **out);
+
+void captcha_free(captcha *c);
+
+/* Deep copy; NULL when out of memory. */
+captcha *captcha_dup(const captcha *c);
+
+/* The difficulty that applies at `count` (the rule above). */
+uint32_t captcha_difficulty(const captcha *c, uint64_t count);
+
+/* Bytes of memory used by c, its levels and its bucket. */
+size_t captcha_mem_usage(const captcha *c);
+
+/* Parse an ADD_CHALLENGE JSON {"difficulty":u32,"duration":u32>=1,"challenge":"…"}.
+ * On success fills *out, points *str and *str_len at the challenge string inside
+ * *holder (free it with challenge_json_release) and returns NULL. */
+captcha_err challenge_parse(const char *json, size_t len, challenge *out, const char **str,
+                            size_t *str_len, void **holder, int *json_error, char *errbuf,
+                            size_t errbuf_len);
+void challenge_json_release(void *holder);
+
+/* The original Rust module's RDB payloads (encver 0), for in-place upgrades.
+ * Captcha: {"m":{"visitor_threshold":<live count>,"defense":{"levels":[...],
+ * "current_visitor_threshold":i},"duration":s}}: returns a captcha with an
+ * empty count and the live count in *live (the caller re-adds it as visits).
+ * Challenge: {"duration":s,"difficulty_factor":n}. NULL on success. */
+captcha_err captcha_parse_legacy(const char *json, size_t len, captcha **out, uint32_t *live);
+captcha_err challenge_parse_legacy(const char *json, size_t len, challenge *out);
+
+#endif

@@ -1,0 +1,184 @@
+/* acquire.c -- acquiring, immediately or from the wait queue; see acquire.h. */
+#include "lock/acquire.h"
+
+#include <string.h>
+
+#include "lock/fencing.h"
+#include "lock/sessions.h"
+#include "lock/state.h"
+#include "server/clock.h"
+#include "server/limitstats.h"
+#include "server/waitq.h"
+
+typedef struct lock_reply {
+    int error;          /* 1: WRONGTYPE, 2: tokens exhausted */
+    int granted;
+    long long token;    /* fencing token, or -1 */
+    long long ms;       /* granted: lease ms; not: ms until the earliest lease ends (or -1) */
+    int rl_style;       /* reply in the rate limits' shape */
+    long long remaining;/* permits free after this call */
+    long long reset_ms; /* until every lease has ended */
+} lock_reply;
+
+static int reply_acquire(RedisModuleCtx *ctx, const lock_reply *r) {
+    if (r->error == 2)
+        return RedisModule_ReplyWithError(ctx, "ERR the lock's fencing tokens are exhausted; delete the key to reset it");
+    if (r->error) return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+    if (r->rl_style) {
+        rl_stat(RL_STAT_CONCURRENCY, r->granted);
+        RedisModule_ReplyWithArray(ctx, 4);
+        RedisModule_ReplyWithLongLong(ctx, r->granted);
+        RedisModule_ReplyWithLongLong(ctx, r->remaining);
+        RedisModule_ReplyWithLongLong(ctx, r->granted ? -1 : r->ms);
+        return RedisModule_ReplyWithLongLong(ctx, r->reset_ms);
+    }
+    RedisModule_ReplyWithArray(ctx, 3);
+    RedisModule_ReplyWithLongLong(ctx, r->granted);
+    RedisModule_ReplyWithLongLong(ctx, r->token);
+    return RedisModule_ReplyWithLongLong(ctx, r->ms);
+}
+
+/* The latest lease end (Unix ms), 0 when nobody holds the lock. */
+static uint64_t latest_expiry(const lockv *l) {
+    uint64_t e = 0;
+    for (uint32_t i = 0; i < l->nholders; i++)
+        if (l->holders[i].expires_ms > e) e = l->holders[i].expires_ms;
+    return e;
+}
+
+/* Try `req` on the open lock key. Returns 1 when answered (granted or refused for
+ * good), 0 when it must wait (*out->ms = until the earliest lease ends). */
+static int try_acquire(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleString *keyname, const lock_req *req,
+                       uint64_t now_us, lock_reply *out) {
+    uint64_t now_ms = now_us / 1000;
+    lock_expire_leases(ctx, key, keyname, now_ms);
+    lockv *l;
+    int created = 0;
+    if (RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_EMPTY) {
+        l = lock_new((uint32_t)req->permits);
+        l->ephemeral = (uint32_t)req->ephemeral;
+        created = 1;
+    } else {
+        l = RedisModule_ModuleTypeGetValue(key);
+    }
+    uint32_t old_permits = l->permits;
+    l->permits = (uint32_t)req->permits;
+    uint64_t token = 0;
+    lock_outcome o = lock_acquire(l, req->owner, req->owner_len, now_ms, req->lease_ms, req->reentrant,
+                                  req->client_id, fencing_floor(now_us), &token);
+    out->error = 0;
+    out->rl_style = req->rl_style;
+    if (o == LOCK_EXHAUSTED) {
+        if (created) lock_free(l);
+        else l->permits = old_permits;
+        out->error = 2;
+        return 1;
+    }
+    if (o == LOCK_GRANTED || o == LOCK_REENTERED) {
+        fencing_saw(token);
+        if (created) RedisModule_ModuleTypeSetValue(key, LockType, l);
+        out->remaining = (long long)l->permits - (long long)lock_live_holders(l, now_ms);
+        if (out->remaining < 0) out->remaining = 0;
+        out->reset_ms = (long long)(latest_expiry(l) - now_ms);
+        lock_commit(ctx, key, keyname, l, now_ms);
+        if (req->client_id && o == LOCK_GRANTED) session_add(ctx, req->client_id, keyname, req->owner, req->owner_len);
+        lock_stats.grants++;
+        out->granted = 1;
+        out->token = (long long)token;
+        out->ms = (long long)req->lease_ms;
+        return 1;
+    }
+    /* Not granted: nothing changes (permits as they were). */
+    uint64_t next = created ? 0 : lock_next_expiry(l);
+    uint64_t last = created ? 0 : latest_expiry(l);
+    if (created) lock_free(l);
+    else l->permits = old_permits;
+    out->granted = 0;
+    out->token = -1;
+    out->remaining = 0;
+    out->reset_ms = last > now_ms ? (long long)(last - now_ms) : 0;
+    out->ms = next > now_ms ? (long long)(next - now_ms) : -1;
+    return o == LOCK_OWNED; /* held by this owner already: waiting would not help */
+}
+
+static int lock_try_serve(RedisModuleCtx *ctx, RedisModuleString *keyname, void *reqp, uint64_t now_us, void **reply,
+                          uint64_t *retry_ms) {
+    lock_req *req = reqp;
+    lock_reply *rep = RedisModule_Calloc(1, sizeof(*rep));
+    RedisModuleKey *key;
+    if (lock_open(ctx, keyname, REDISMODULE_READ | REDISMODULE_WRITE, &key) != 0) {
+        rep->error = 1;
+        *reply = rep;
+        return 1;
+    }
+    int done = try_acquire(ctx, key, keyname, req, now_us, rep);
+    RedisModule_CloseKey(key);
+    if (done) {
+        *reply = rep;
+        return 1;
+    }
+    *retry_ms = rep->ms > 0 ? (uint64_t)rep->ms : 0; /* else: a release kicks the queue */
+    RedisModule_Free(rep);
+    return 0;
+}
+
+static int lock_reply_fn(RedisModuleCtx *ctx, void *reply) {
+    return reply_acquire(ctx, reply);
+}
+
+static int lock_timeout_reply(RedisModuleCtx *ctx, RedisModuleString *key, void *reqp) {
+    (void)key;
+    lock_req *req = reqp;
+    lock_stats.timeouts++;
+    lock_reply r = {.token = -1, .ms = -1, .rl_style = req->rl_style};
+    return reply_acquire(ctx, &r);
+}
+
+static void lock_req_free(void *p) {
+    lock_req *req = p;
+    lock_stats.waiting--;
+    RedisModule_Free(req->owner);
+    RedisModule_Free(req);
+}
+
+static void free_reply(void *p) {
+    RedisModule_Free(p);
+}
+
+static const waitq_ops lock_wait_ops = {lock_try_serve, lock_reply_fn, lock_timeout_reply, lock_req_free, free_reply};
+
+/* Answer an acquire at once, or queue it (WAIT) first come first served. */
+int lock_acquire_flow(RedisModuleCtx *ctx, RedisModuleString *keyname, lock_req *reqp, uint64_t wait_ms) {
+    lock_req req = *reqp;
+    const char *owner = req.owner;
+    uint64_t now_us = mc_now_us();
+    RedisModuleKey *key;
+    if (lock_open(ctx, keyname, REDISMODULE_READ | REDISMODULE_WRITE, &key) != 0)
+        return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+    int may_wait = wait_ms > 0 && waitq_can_block(ctx);
+    lock_reply rep = {.token = -1, .ms = -1, .rl_style = req.rl_style};
+    int answered;
+    if (waitq_busy(ctx, keyname)) {
+        /* First come, first served: nobody jumps the queue (a reentrant owner
+         * that holds the lock already is not jumping it). */
+        answered = 0;
+        if (req.reentrant && RedisModule_KeyType(key) != REDISMODULE_KEYTYPE_EMPTY &&
+            lock_find(RedisModule_ModuleTypeGetValue(key), owner, req.owner_len) >= 0)
+            answered = try_acquire(ctx, key, keyname, &req, now_us, &rep) || rep.granted;
+        if (!answered) rep = (lock_reply){.token = -1, .ms = -1, .rl_style = req.rl_style};
+    } else {
+        answered = try_acquire(ctx, key, keyname, &req, now_us, &rep) || rep.granted;
+    }
+    RedisModule_CloseKey(key);
+    if (!answered && may_wait) {
+        lock_req *copy = RedisModule_Alloc(sizeof(*copy));
+        *copy = req;
+        copy->owner = RedisModule_Alloc(req.owner_len);
+        memcpy(copy->owner, owner, req.owner_len);
+        lock_stats.waits++;
+        lock_stats.waiting++;
+        waitq_block(ctx, &lock_wait_ops, keyname, copy, (long long)wait_ms, rep.ms > 0 ? (uint64_t)rep.ms : 0);
+        return REDISMODULE_OK;
+    }
+    return reply_acquire(ctx, &rep);
+}

@@ -1,0 +1,28 @@
+/* acquire.h -- granting a lock, a semaphore permit or a concurrency slot, at
+ * once or from the wait queue (WAIT: first come first served, no polling). */
+#ifndef MC_LOCK_ACQUIRE_H
+#define MC_LOCK_ACQUIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "redismodule.h"
+
+typedef struct lock_req {
+    int ephemeral;      /* RL.CONCURRENCY: the key goes once nobody holds it */
+    int rl_style;       /* RL.CONCURRENCY: reply [allowed, remaining, retry_after_ms, reset_after_ms] */
+    char *owner;
+    size_t owner_len;
+    uint64_t lease_ms;
+    uint64_t permits;
+    int reentrant;
+    uint64_t client_id; /* SESSION: the requesting connection, else 0 */
+} lock_req;
+
+/* Answer an acquire at once, or block the client in the key's queue (WAIT
+ * wait_ms > 0, where blocking is possible). Replies in either shape: LOCK.ACQUIRE's
+ * [granted, token, ms] or, with rl_style, RL.CONCURRENCY's [allowed, remaining,
+ * retry_after_ms, reset_after_ms]. */
+int lock_acquire_flow(RedisModuleCtx *ctx, RedisModuleString *keyname, lock_req *req, uint64_t wait_ms);
+
+#endif

@@ -1,0 +1,251 @@
+/* lock_cmd.c -- leased locks done on the server: the LOCK.* commands.
+ *
+ *   LOCK.ACQUIRE key owner lease-ms [PERMITS n] [REENTRANT] [SESSION] [WAIT timeout-ms]
+ *   LOCK.RELEASE key owner       LOCK.EXTEND key owner lease-ms      LOCK.INSPECT key
+ *   LOCK.STATE key ...           internal: replication and AOF
+ *
+ *   RL.CONCURRENCY key holder lease-ms limit [WAIT timeout-ms]
+ *   RL.CONCURRENCY_RELEASE key holder      (the rate-limit family's concurrency
+ *                                           limit, built on the locks)
+ *
+ * Grants carry a fencing token (core/lock.h, fencing.c). Waiters queue first
+ * come first served without polling (acquire.c on server/waitq.c): a release, an
+ * expiry or a disconnect serves the head of the queue. Leases end on time
+ * (leases.c): a module timer per held lock removes ended leases when they end
+ * (and replicates that), not only when the key is next touched. SESSION ties a
+ * holder to its connection (sessions.c): when the connection closes, its permits
+ * are released at once (the lease stays the fallback, e.g. after a failover,
+ * where the new primary never sees the disconnect).
+ *
+ * Every change replicates the lock's whole resulting state (state.c: LOCK.STATE, absolute
+ * lease ends), never the clock-reading command, so a replica or an AOF replay
+ * holds exactly what the primary held. Lock keys have no TTL: an unheld lock
+ * keeps its last fencing token (a few dozen bytes) until someone deletes it. */
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "lock/acquire.h"
+#include "lock/fencing.h"
+#include "lock/leases.h"
+#include "lock/sessions.h"
+#include "lock/state.h"
+#include "server/args.h"
+#include "server/clock.h"
+#include "server/errors.h"
+#include "server/waitq.h"
+
+#define ERR_NOT_OWNER "ERR the lock is not held by this owner"
+
+/* ==== Commands ==== */
+
+/* LOCK.ACQUIRE <key> <owner> <lease ms> [PERMITS <n>] [REENTRANT] [SESSION] [WAIT <timeout ms>]
+ * Reply: [1, fencing token, lease ms] when granted; [0, -1, ms until the earliest
+ * lease ends (-1 if unknown)] when not. With WAIT the caller blocks, first come
+ * first served, until granted or the timeout (then [0, -1, -1]). */
+static int LockAcquire_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc < 4) return RedisModule_WrongArity(ctx);
+    lock_req req = {0};
+    uint64_t wait_ms = 0;
+    int session = 0;
+    const char *owner = RedisModule_StringPtrLen(argv[2], &req.owner_len);
+    if (req.owner_len == 0 || req.owner_len > LOCK_MAX_OWNER_BYTES)
+        return RedisModule_ReplyWithError(ctx, "ERR owner must be 1 to 256 bytes");
+    if (mc_parse_u64(argv[3], 1, LOCK_MAX_LEASE_MS, &req.lease_ms)) return mc_reply_range(ctx, "lease (milliseconds)", 1, LOCK_MAX_LEASE_MS);
+    req.permits = 1;
+    for (int i = 4; i < argc; i++) {
+        if (mc_is_word(argv[i], "REENTRANT")) {
+            req.reentrant = 1;
+        } else if (mc_is_word(argv[i], "SESSION")) {
+            session = 1;
+        } else if (mc_is_word(argv[i], "PERMITS") && i + 1 < argc) {
+            if (mc_parse_u64(argv[++i], 1, LOCK_MAX_PERMITS, &req.permits)) return mc_reply_range(ctx, "PERMITS", 1, LOCK_MAX_PERMITS);
+        } else if (mc_is_word(argv[i], "WAIT") && i + 1 < argc) {
+            if (mc_parse_u64(argv[++i], 0, 1ULL << 40, &wait_ms)) return mc_reply_range(ctx, "WAIT", 0, 1ULL << 40);
+        } else {
+            return RedisModule_ReplyWithError(ctx, ERR_SYNTAX);
+        }
+    }
+    if (session) req.client_id = RedisModule_GetClientId(ctx);
+    req.owner = (char *)owner;
+    return lock_acquire_flow(ctx, argv[1], &req, wait_ms);
+}
+
+/* Release `argv[2]`'s hold on the lock at `argv[1]`: one acquisition, or all
+ * of them with `all` (a concurrency slot). Returns the acquisitions still held
+ * (0: the permit is free and the next waiter is served), -1 when the owner
+ * held nothing, -2 after replying WRONGTYPE. */
+static int release_hold(RedisModuleCtx *ctx, RedisModuleString **argv, int all) {
+    RedisModuleKey *key;
+    if (lock_open(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE, &key) != 0) {
+        RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+        return -2;
+    }
+    uint64_t now_ms = mc_now_ms();
+    lock_expire_leases(ctx, key, argv[1], now_ms);
+    size_t len;
+    const char *owner = RedisModule_StringPtrLen(argv[2], &len);
+    int left = -1;
+    if (RedisModule_KeyType(key) != REDISMODULE_KEYTYPE_EMPTY) {
+        lockv *l = RedisModule_ModuleTypeGetValue(key);
+        int h = lock_find(l, owner, len);
+        if (h >= 0) {
+            if (all) l->holders[h].count = 1;
+            uint64_t client_id = l->holders[h].client_id;
+            left = lock_release(l, owner, len);
+            if (left == 0 && client_id) session_drop(ctx, client_id, argv[1], owner, len);
+            lock_commit(ctx, key, argv[1], l, now_ms);
+        }
+    }
+    RedisModule_CloseKey(key);
+    if (left == 0) waitq_kick(ctx, argv[1]);
+    return left;
+}
+
+/* LOCK.RELEASE <key> <owner>
+ * Reply: the acquisitions <owner> still holds (0: released; the next waiter is
+ * served). Anyone else gets an error and changes nothing. */
+static int LockRelease_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 3) return RedisModule_WrongArity(ctx);
+    int left = release_hold(ctx, argv, 0);
+    if (left == -2) return REDISMODULE_OK;
+    if (left == -1) return RedisModule_ReplyWithError(ctx, ERR_NOT_OWNER);
+    return RedisModule_ReplyWithLongLong(ctx, left);
+}
+
+/* LOCK.EXTEND <key> <owner> <lease ms>
+ * Renews <owner>'s lease to end <lease ms> from now. Reply: the lease in ms.
+ * Anyone else gets an error and changes nothing. */
+static int LockExtend_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 4) return RedisModule_WrongArity(ctx);
+    uint64_t lease;
+    if (mc_parse_u64(argv[3], 1, LOCK_MAX_LEASE_MS, &lease)) return mc_reply_range(ctx, "lease (milliseconds)", 1, LOCK_MAX_LEASE_MS);
+    RedisModuleKey *key;
+    if (lock_open(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE, &key) != 0)
+        return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+    uint64_t now_ms = mc_now_ms();
+    lock_expire_leases(ctx, key, argv[1], now_ms);
+    size_t len;
+    const char *owner = RedisModule_StringPtrLen(argv[2], &len);
+    lockv *l = RedisModule_KeyType(key) != REDISMODULE_KEYTYPE_EMPTY ? RedisModule_ModuleTypeGetValue(key) : NULL;
+    if (l == NULL || lock_extend(l, owner, len, now_ms, lease) != 0) {
+        RedisModule_CloseKey(key);
+        return RedisModule_ReplyWithError(ctx, ERR_NOT_OWNER);
+    }
+    lock_commit(ctx, key, argv[1], l, now_ms);
+    RedisModule_CloseKey(key);
+    return RedisModule_ReplyWithLongLong(ctx, (long long)lease);
+}
+
+/* LOCK.INSPECT <key>
+ * Reply: [permits, last fencing token, waiters, [[owner, lease ms left, token,
+ * count], ...]] for the leases still running; nil when there is no such lock.
+ * Read-only (runs on replicas). */
+static int LockInspect_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 2) return RedisModule_WrongArity(ctx);
+    RedisModuleKey *key;
+    if (lock_open(ctx, argv[1], REDISMODULE_READ, &key) != 0)
+        return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+    if (RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_EMPTY) {
+        RedisModule_CloseKey(key);
+        return RedisModule_ReplyWithNull(ctx);
+    }
+    lockv *l = RedisModule_ModuleTypeGetValue(key);
+    uint64_t now_ms = mc_now_ms();
+    RedisModule_ReplyWithArray(ctx, 4);
+    RedisModule_ReplyWithLongLong(ctx, l->permits);
+    RedisModule_ReplyWithLongLong(ctx, (long long)l->last_token);
+    RedisModule_ReplyWithLongLong(ctx, waitq_length(ctx, argv[1]));
+    RedisModule_ReplyWithArray(ctx, lock_live_holders(l, now_ms));
+    for (uint32_t i = 0; i < l->nholders; i++) {
+        lock_holder *h = &l->holders[i];
+        if (h->expires_ms <= now_ms) continue;
+        RedisModule_ReplyWithArray(ctx, 4);
+        RedisModule_ReplyWithStringBuffer(ctx, h->owner, h->owner_len);
+        RedisModule_ReplyWithLongLong(ctx, (long long)(h->expires_ms - now_ms));
+        RedisModule_ReplyWithLongLong(ctx, (long long)h->token);
+        RedisModule_ReplyWithLongLong(ctx, h->count);
+    }
+    RedisModule_CloseKey(key);
+    return REDISMODULE_OK;
+}
+
+/* LOCK.STATE <key> <permits> <last token> <nholders> [<owner> <lease end unix ms> <count> <token>]...
+ * Internal (replication, AOF): replaces <key> with exactly this lock state. */
+static int LockState_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc < 5) return RedisModule_WrongArity(ctx);
+    const char *err;
+    lockv *l = lock_from_args(argv + 2, argc - 2, &err);
+    if (l == NULL) {
+        char buf[256];
+        snprintf(buf, sizeof(buf), "ERR invalid lock state: %s", err);
+        return RedisModule_ReplyWithError(ctx, buf);
+    }
+    RedisModuleKey *key;
+    if (lock_open(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE, &key) != 0) {
+        lock_free(l);
+        return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+    }
+    RedisModule_ModuleTypeSetValue(key, LockType, l);
+    fencing_saw(l->last_token);
+    if (RedisModule_GetContextFlags(ctx) & REDISMODULE_CTX_FLAGS_SLAVE)
+        lease_track(ctx, argv[1], l); /* a replica ends nothing itself, but remembers for a promotion */
+    else
+        lease_arm(ctx, argv[1], l, mc_now_ms());
+    RedisModule_CloseKey(key);
+    RedisModule_ReplicateVerbatim(ctx);
+    return RedisModule_ReplyWithSimpleString(ctx, "OK");
+}
+
+/* ==== The concurrency limit of the rate-limit family ==== */
+
+/* RL.CONCURRENCY <key> <holder> <lease ms> <limit> [WAIT <timeout ms>]
+ * At most <limit> holders at once; each slot is freed by RL.CONCURRENCY_RELEASE
+ * or when its lease ends (a crashed holder cannot keep it). Reply: [allowed,
+ * remaining, retry_after_ms (-1 when allowed; else until the earliest lease
+ * ends), reset_after_ms (until every lease has ended)]. The key is deleted once
+ * nobody holds it. */
+static int Concurrency_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 5 && argc != 7) return RedisModule_WrongArity(ctx);
+    lock_req req = {.ephemeral = 1, .rl_style = 1};
+    uint64_t wait_ms = 0;
+    req.owner = (char *)RedisModule_StringPtrLen(argv[2], &req.owner_len);
+    if (req.owner_len == 0 || req.owner_len > LOCK_MAX_OWNER_BYTES)
+        return RedisModule_ReplyWithError(ctx, "ERR holder must be 1 to 256 bytes");
+    if (mc_parse_u64(argv[3], 1, LOCK_MAX_LEASE_MS, &req.lease_ms))
+        return mc_reply_range(ctx, "lease (milliseconds)", 1, LOCK_MAX_LEASE_MS);
+    if (mc_parse_u64(argv[4], 1, LOCK_MAX_PERMITS, &req.permits)) return mc_reply_range(ctx, "limit", 1, LOCK_MAX_PERMITS);
+    if (argc == 7) {
+        if (!mc_is_word(argv[5], "WAIT")) return RedisModule_ReplyWithError(ctx, ERR_SYNTAX);
+        if (mc_parse_u64(argv[6], 0, 1ULL << 40, &wait_ms)) return mc_reply_range(ctx, "WAIT", 0, 1ULL << 40);
+    }
+    return lock_acquire_flow(ctx, argv[1], &req, wait_ms);
+}
+
+/* RL.CONCURRENCY_RELEASE <key> <holder>
+ * Frees <holder>'s slot. Reply: 1, or 0 when it held none (e.g. its lease had
+ * ended). The longest waiter gets the slot. */
+static int ConcurrencyRelease_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 3) return RedisModule_WrongArity(ctx);
+    int left = release_hold(ctx, argv, 1);
+    if (left == -2) return REDISMODULE_OK;
+    return RedisModule_ReplyWithLongLong(ctx, left == 0 ? 1 : 0);
+}
+
+/* ==== Registration ==== */
+
+static const mc_command commands[] = {
+    {"LOCK.ACQUIRE", LockAcquire_RedisCommand, "write deny-oom", 1, 1, 1},
+    {"LOCK.RELEASE", LockRelease_RedisCommand, "write fast", 1, 1, 1},
+    {"LOCK.EXTEND", LockExtend_RedisCommand, "write deny-oom fast", 1, 1, 1},
+    {"LOCK.INSPECT", LockInspect_RedisCommand, "readonly fast", 1, 1, 1},
+    {CMD_LOCK_STATE, LockState_RedisCommand, "write deny-oom", 1, 1, 1},
+    {"RL.CONCURRENCY", Concurrency_RedisCommand, "write deny-oom", 1, 1, 1},
+    {"RL.CONCURRENCY_RELEASE", ConcurrencyRelease_RedisCommand, "write fast", 1, 1, 1},
+};
+
+int lock_cmd_register(RedisModuleCtx *ctx) {
+    if (leases_init(ctx, lock_expire_leases) == REDISMODULE_ERR) return REDISMODULE_ERR;
+    if (sessions_init(ctx) == REDISMODULE_ERR) return REDISMODULE_ERR;
+    return mc_register_commands(ctx, commands, sizeof(commands) / sizeof(commands[0]), lock_cmdinfo);
+}

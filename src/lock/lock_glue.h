@@ -1,0 +1,48 @@
+/* lock_glue.h -- what the lock family's Redis files share: the module type, its
+ * name and encoding versions, and the text form of a lock's state that the
+ * internal LOCK.STATE command carries. The algorithm itself is in core/lock.h.
+ *
+ * Files: lock_type.c (the type: RDB, AOF, digest, copy, memory), state.c (every
+ * write committed and replicated), leases.c (lease timers, role changes),
+ * sessions.c (release on disconnect), fencing.c (token floor), acquire.c
+ * (grants and the wait queue), lock_cmd.c (the commands), lock_info.c
+ * (COMMAND DOCS). */
+#ifndef MC_LOCK_GLUE_H
+#define MC_LOCK_GLUE_H
+
+#include <stddef.h>
+
+#include "core/lock.h"
+#include "redismodule.h"
+#include "server/commands.h"
+
+#define LOCK_TYPE_NAME "mcap-lock"
+#define LOCK_ENCVER_1 1 /* permits, last_token, holders (owner, expires_ms, count, token) */
+#define LOCK_ENCVER_2 2 /* + flags (ephemeral) */
+#define LOCK_ENCVER_LATEST LOCK_ENCVER_2
+#define LOCK_MAX_TIME_MS (1ULL << 48)
+#define CMD_LOCK_STATE "LOCK.STATE"
+
+extern RedisModuleType *LockType;
+
+int lock_type_register(RedisModuleCtx *ctx);
+/* The commands, their lease timers and sessions (lock_cmd.c). */
+int lock_cmd_register(RedisModuleCtx *ctx);
+
+/* COMMAND DOCS metadata of the family (lock_info.c). */
+extern mc_cmdinfo lock_cmdinfo[];
+
+/* Arguments after the key of a LOCK.STATE rebuilding `l`:
+ * permits last_token nholders [owner expires_ms count token]... [EPHEMERAL]
+ * Free with mc_free_args. */
+RedisModuleString **lock_state_args(const lockv *l, size_t *n);
+
+/* Called when a lock value arrives without a command (RDB load, RESTORE, COPY;
+ * db -1 when the db is not known, key may be NULL). leases.c sets it; NULL
+ * until then. */
+extern void (*lock_load_hook)(const lockv *l, int db, const RedisModuleString *key);
+
+/* Parse LOCK.STATE's arguments; NULL and *err (no code) on failure. */
+lockv *lock_from_args(RedisModuleString **argv, int argc, const char **err);
+
+#endif

@@ -1,0 +1,51 @@
+/* lock_info.c -- COMMAND DOCS / COMMAND INFO metadata of the lock family (LOCK.*, and RL.CONCURRENCY, built on the locks): summary, complexity,
+ * arity, key specs and arguments. Data only; lock_cmd.c registers the handlers. */
+#include "lock/lock_glue.h"
+#include "server/commands.h"
+
+static RedisModuleCommandArg args_lock_acquire[] = {
+    ARG_KEY("key", 0, NULL),
+    ARG_STR("owner", "owner token, 1 to 256 bytes"),
+    ARG_INT("lease", "milliseconds"),
+    OPT_INT("PERMITS", "holders allowed at once: 1 is a mutex, N a semaphore (default 1)"),
+    {.name = "reentrant", .type = REDISMODULE_ARG_TYPE_PURE_TOKEN, .key_spec_index = -1, .token = "REENTRANT",
+     .flags = REDISMODULE_CMD_ARG_OPTIONAL},
+    {.name = "session", .type = REDISMODULE_ARG_TYPE_PURE_TOKEN, .key_spec_index = -1, .token = "SESSION",
+     .flags = REDISMODULE_CMD_ARG_OPTIONAL},
+    OPT_INT("WAIT", "block up to this many milliseconds, first come first served"),
+    {0}};
+static RedisModuleCommandArg args_lock_owner[] = {ARG_KEY("key", 0, NULL), ARG_STR("owner", NULL), {0}};
+static RedisModuleCommandArg args_lock_extend[] = {
+    ARG_KEY("key", 0, NULL), ARG_STR("owner", NULL), ARG_INT("lease", "milliseconds from now"), {0}};
+static RedisModuleCommandArg args_lock_key[] = {ARG_KEY("key", 0, NULL), {0}};
+static RedisModuleCommandArg args_lock_holder[] = {
+    ARG_STR("owner", NULL), ARG_UNIX_MS("lease-end-unix-time-milliseconds", NULL), ARG_INT("count", NULL),
+    ARG_INT("token", NULL), {0}};
+static RedisModuleCommandArg args_lock_state[] = {
+    ARG_KEY("key", 0, NULL), ARG_INT("permits", NULL), ARG_INT("last_token", NULL), ARG_INT("nholders", NULL),
+    {.name = "holder", .type = REDISMODULE_ARG_TYPE_BLOCK, .key_spec_index = -1,
+     .flags = REDISMODULE_CMD_ARG_MULTIPLE | REDISMODULE_CMD_ARG_OPTIONAL, .subargs = args_lock_holder},
+    {0}};
+static RedisModuleCommandArg args_concurrency[] = {
+    ARG_KEY("key", 0, NULL), ARG_STR("holder", "1 to 256 bytes"), ARG_INT("lease", "milliseconds"),
+    ARG_INT("limit", "holders at once"), OPT_INT("WAIT", "block up to this many milliseconds for a slot"), {0}};
+static RedisModuleCommandArg args_concurrency_release[] = {ARG_KEY("key", 0, NULL), ARG_STR("holder", NULL), {0}};
+
+mc_cmdinfo lock_cmdinfo[] = {
+    {"LOCK.ACQUIRE",
+     INFO("Acquires a leased lock or semaphore permit: [granted, fencing token, lease_ms | ms until a lease ends]",
+          "O(P) for P permits", -4, KS_RW, args_lock_acquire)},
+    {"LOCK.RELEASE", INFO("Releases the owner's hold; serves the next waiter", "O(P)", 3, KS_RW, args_lock_owner)},
+    {"LOCK.EXTEND", INFO("Renews the owner's lease (milliseconds from now)", "O(P)", 4, KS_RW, args_lock_extend)},
+    {"LOCK.INSPECT",
+     INFO("Shows permits, the last fencing token, waiters and holders [owner, lease_ms, token, count]", "O(P)", 2,
+          KS_RO, args_lock_key)},
+    {"RL.CONCURRENCY",
+     INFO("Concurrency limit with leases: [allowed, remaining, retry_after_ms, reset_after_ms]", "O(N) for N slots",
+          -5, KS_RW, args_concurrency)},
+    {"RL.CONCURRENCY_RELEASE", INFO("Frees a holder's slot of a concurrency limit: 1, or 0 if it held none", "O(N)", 3,
+                                     KS_RW, args_concurrency_release)},
+    {"LOCK.STATE", INFO("Internal (replication, AOF): replaces a key with an exact lock state", "O(P)", -5, KS_OW,
+                         args_lock_state)},
+    {NULL},
+};

@@ -1,0 +1,172 @@
+/* lock_type.c -- the module type `mcap-lock` (a lock or semaphore, lock.h): RDB
+ * save and load, AOF rewrite, digest, memory usage, copy and free; and the text
+ * form of its state that the internal LOCK.STATE command carries.
+ *
+ * RDB layout (RedisModule_SaveUnsigned, owner with SaveStringBuffer):
+ *   encver 1: permits, last_token, nholders, nholders x (owner, expires_ms, count, token)
+ *   encver 2: the same, then flags (bit 0: ephemeral, a concurrency limit)
+ * Lease ends are absolute Unix milliseconds. A session holder's connection is
+ * not persisted: after a restart or failover its lease is what ends it. */
+#include <string.h>
+
+#include "lock/lock_glue.h"
+#include "server/args.h"
+#include "server/rdb_load.h"
+
+RedisModuleType *LockType;
+void (*lock_load_hook)(const lockv *l, int db, const RedisModuleString *key);
+
+static void LockRdbSave(RedisModuleIO *rdb, void *value) {
+    lockv *l = value;
+    RedisModule_SaveUnsigned(rdb, l->permits);
+    RedisModule_SaveUnsigned(rdb, l->last_token);
+    RedisModule_SaveUnsigned(rdb, l->nholders);
+    for (uint32_t i = 0; i < l->nholders; i++) {
+        lock_holder *h = &l->holders[i];
+        RedisModule_SaveStringBuffer(rdb, h->owner, h->owner_len);
+        RedisModule_SaveUnsigned(rdb, h->expires_ms);
+        RedisModule_SaveUnsigned(rdb, h->count);
+        RedisModule_SaveUnsigned(rdb, h->token);
+    }
+    RedisModule_SaveUnsigned(rdb, l->ephemeral ? 1 : 0);
+}
+
+static void *LockRdbLoad(RedisModuleIO *rdb, int encver) {
+    if (encver != LOCK_ENCVER_1 && encver != LOCK_ENCVER_2) {
+        RedisModule_LogIOError(rdb, "warning", "mcaptcha_cache: lock encoding version %d is not one this module reads (%d)",
+                               encver, LOCK_ENCVER_LATEST);
+        return NULL;
+    }
+    lockv *l = NULL;
+    uint64_t permits, last, n;
+    LOAD_U64(permits, LOCK_MAX_PERMITS);
+    LOAD_U64(last, LOCK_MAX_TOKEN);
+    LOAD_U64(n, LOCK_MAX_PERMITS);
+    if (permits == 0) goto fail;
+    l = lock_new((uint32_t)permits);
+    l->last_token = last;
+    for (uint64_t i = 0; i < n; i++) {
+        size_t len = 0;
+        char *owner = RedisModule_LoadStringBuffer(rdb, &len);
+        if (RedisModule_IsIOError(rdb) || owner == NULL) goto fail;
+        uint64_t expires = RedisModule_LoadUnsigned(rdb);
+        int bad = RedisModule_IsIOError(rdb) || expires > LOCK_MAX_TIME_MS;
+        uint64_t count = bad ? 0 : RedisModule_LoadUnsigned(rdb);
+        bad = bad || RedisModule_IsIOError(rdb) || count > UINT32_MAX;
+        uint64_t token = bad ? 0 : RedisModule_LoadUnsigned(rdb);
+        bad = bad || RedisModule_IsIOError(rdb) ||
+              lock_restore_holder(l, owner, len, expires, (uint32_t)count, token) != 0;
+        RedisModule_Free(owner);
+        if (bad) goto fail;
+    }
+    if (encver >= LOCK_ENCVER_2) {
+        uint64_t flags;
+        LOAD_U64(flags, 1);
+        l->ephemeral = (uint32_t)flags;
+    }
+    /* Keep fencing tokens growing past this lock's, and end its leases on time. */
+    if (lock_load_hook) lock_load_hook(l, RedisModule_GetDbIdFromIO(rdb), RedisModule_GetKeyNameFromIO(rdb));
+    return l;
+fail:
+    RedisModule_LogIOError(rdb, "warning", "mcaptcha_cache: corrupt or truncated lock value");
+    lock_free(l);
+    return NULL;
+}
+
+RedisModuleString **lock_state_args(const lockv *l, size_t *n) {
+    RedisModuleString **argv = RedisModule_Alloc(sizeof(*argv) * (4 + 4 * (size_t)l->nholders));
+    size_t at = 0;
+    argv[at++] = RedisModule_CreateStringFromLongLong(NULL, l->permits);
+    argv[at++] = RedisModule_CreateStringFromLongLong(NULL, (long long)l->last_token);
+    argv[at++] = RedisModule_CreateStringFromLongLong(NULL, l->nholders);
+    for (uint32_t i = 0; i < l->nholders; i++) {
+        lock_holder *h = &l->holders[i];
+        argv[at++] = RedisModule_CreateString(NULL, h->owner, h->owner_len);
+        argv[at++] = RedisModule_CreateStringFromLongLong(NULL, (long long)h->expires_ms);
+        argv[at++] = RedisModule_CreateStringFromLongLong(NULL, h->count);
+        argv[at++] = RedisModule_CreateStringFromLongLong(NULL, (long long)h->token);
+    }
+    if (l->ephemeral) argv[at++] = RedisModule_CreateString(NULL, "EPHEMERAL", 9);
+    *n = at;
+    return argv;
+}
+
+lockv *lock_from_args(RedisModuleString **argv, int argc, const char **err) {
+    uint64_t permits, last, n;
+    *err = "expected permits last_token nholders [owner expires_ms count token]... [EPHEMERAL]";
+    int ephemeral = argc > 0 && mc_is_word(argv[argc - 1], "EPHEMERAL");
+    if (ephemeral) argc--;
+    if (argc < 3 || mc_parse_u64(argv[0], 1, LOCK_MAX_PERMITS, &permits) || mc_parse_u64(argv[1], 0, LOCK_MAX_TOKEN, &last) ||
+        mc_parse_u64(argv[2], 0, LOCK_MAX_PERMITS, &n) || (uint64_t)argc != 3 + 4 * n)
+        return NULL;
+    lockv *l = lock_new((uint32_t)permits);
+    l->last_token = last;
+    l->ephemeral = (uint32_t)ephemeral;
+    *err = "holders need distinct non-empty owners, counts >= 1 and tokens from 1 to last_token";
+    for (uint64_t i = 0; i < n; i++) {
+        RedisModuleString **h = argv + 3 + 4 * i;
+        uint64_t expires, count, token;
+        size_t len;
+        const char *owner = RedisModule_StringPtrLen(h[0], &len);
+        if (mc_parse_u64(h[1], 0, LOCK_MAX_TIME_MS, &expires) || mc_parse_u64(h[2], 1, UINT32_MAX, &count) ||
+            mc_parse_u64(h[3], 1, LOCK_MAX_TOKEN, &token) ||
+            lock_restore_holder(l, owner, len, expires, (uint32_t)count, token) != 0) {
+            lock_free(l);
+            return NULL;
+        }
+    }
+    return l;
+}
+
+static void LockAofRewrite(RedisModuleIO *aof, RedisModuleString *key, void *value) {
+    size_t n;
+    RedisModuleString **args = lock_state_args(value, &n);
+    RedisModule_EmitAOF(aof, CMD_LOCK_STATE, "sv", key, args, n);
+    mc_free_args(args, n);
+}
+
+static void LockDigest(RedisModuleDigest *md, void *value) {
+    lockv *l = value;
+    RedisModule_DigestAddLongLong(md, l->permits);
+    RedisModule_DigestAddLongLong(md, (long long)l->last_token);
+    RedisModule_DigestAddLongLong(md, l->ephemeral);
+    for (uint32_t i = 0; i < l->nholders; i++) {
+        lock_holder *h = &l->holders[i];
+        RedisModule_DigestAddStringBuffer(md, h->owner, h->owner_len);
+        RedisModule_DigestAddLongLong(md, (long long)h->expires_ms);
+        RedisModule_DigestAddLongLong(md, h->count);
+        RedisModule_DigestAddLongLong(md, (long long)h->token);
+    }
+    RedisModule_DigestEndSequence(md);
+}
+
+static size_t LockMemUsage(const void *value) {
+    return lock_mem_usage(value);
+}
+
+static void LockFree(void *value) {
+    lock_free(value);
+}
+
+static void *LockCopy(RedisModuleString *fromkey, RedisModuleString *tokey, const void *value) {
+    (void)fromkey;
+    lockv *l = lock_dup(value);
+    /* COPY does not say which db the copy goes to: track it in the source's. */
+    if (l && lock_load_hook) lock_load_hook(l, -1, tokey);
+    return l;
+}
+
+int lock_type_register(RedisModuleCtx *ctx) {
+    RedisModuleTypeMethods tm = {
+        .version = REDISMODULE_TYPE_METHOD_VERSION,
+        .rdb_load = LockRdbLoad,
+        .rdb_save = LockRdbSave,
+        .aof_rewrite = LockAofRewrite,
+        .mem_usage = LockMemUsage,
+        .digest = LockDigest,
+        .free = LockFree,
+        .copy = LockCopy,
+    };
+    LockType = RedisModule_CreateDataType(ctx, LOCK_TYPE_NAME, LOCK_ENCVER_LATEST, &tm);
+    return LockType ? REDISMODULE_OK : REDISMODULE_ERR;
+}

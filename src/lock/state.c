@@ -1,0 +1,52 @@
+/* state.c -- committing a lock key's changes; see state.h. */
+#include "lock/state.h"
+
+#include "lock/leases.h"
+#include "server/args.h"
+#include "server/keys.h"
+#include "server/waitq.h"
+
+lock_counters lock_stats;
+
+int lock_open(RedisModuleCtx *ctx, RedisModuleString *keyname, int mode, RedisModuleKey **key) {
+    return mc_open_typed(ctx, keyname, mode, LockType, key);
+}
+
+static void replicate_state(RedisModuleCtx *ctx, RedisModuleString *keyname, const lockv *l) {
+    size_t n;
+    RedisModuleString **args = lock_state_args(l, &n);
+    RedisModule_Replicate(ctx, CMD_LOCK_STATE, "sv", keyname, args, n);
+    mc_free_args(args, n);
+}
+
+void lock_commit(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleString *keyname, lockv *l, uint64_t now_ms) {
+    if (l->ephemeral && l->nholders == 0) {
+        RedisModule_DeleteKey(key);
+        RedisModule_Replicate(ctx, "DEL", "s", keyname);
+        lease_arm(ctx, keyname, NULL, now_ms);
+        return;
+    }
+    replicate_state(ctx, keyname, l);
+    lease_arm(ctx, keyname, l, now_ms);
+}
+
+uint32_t lock_expire_leases(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleString *keyname, uint64_t now_ms) {
+    if (RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_EMPTY) return 0;
+    lockv *l = RedisModule_ModuleTypeGetValue(key);
+    uint32_t gone = lock_expire(l, now_ms);
+    if (gone) {
+        lock_stats.expired += gone;
+        lock_commit(ctx, key, keyname, l, now_ms);
+        waitq_kick(ctx, keyname);
+    }
+    return gone;
+}
+
+void lock_info(RedisModuleInfoCtx *ctx) {
+    RedisModule_InfoAddSection(ctx, "locks");
+    RedisModule_InfoAddFieldLongLong(ctx, "grants", lock_stats.grants);
+    RedisModule_InfoAddFieldLongLong(ctx, "waits", lock_stats.waits);
+    RedisModule_InfoAddFieldLongLong(ctx, "timeouts", lock_stats.timeouts);
+    RedisModule_InfoAddFieldLongLong(ctx, "leases_expired_while_held", lock_stats.expired);
+    RedisModule_InfoAddFieldLongLong(ctx, "waiters", lock_stats.waiting);
+}

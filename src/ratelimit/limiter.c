@@ -1,0 +1,131 @@
+/* limiter.c -- one rate-limit request evaluated, and applied when allowed: the
+ * part every command of the family (and its wait queue) shares.
+ *
+ * GCRA (core/gcra.h) keeps the TAT; the sliding window counts hits on the
+ * leaky-bucket counter (core/bucket.h). An applied request writes the state,
+ * sets the key to expire when the limiter is full again, and replicates the
+ * resulting state with absolute times (RL.GCRA_SET, RL.WINDOW_HIT), never the
+ * clock-reading command. A refused request writes nothing. */
+#include <string.h>
+
+#include "ratelimit/ratelimit_glue.h"
+#include "server/keys.h"
+
+int rl_reply_error(RedisModuleCtx *ctx, int code) {
+    switch (code) {
+    case RL_ERR_WRONGTYPE: return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+    case RL_ERR_WINDOW:
+        return RedisModule_ReplyWithError(ctx, "ERR the key holds a window of another length; use the same window or delete the key");
+    default: return RedisModule_ReplyWithError(ctx, "ERR cost too large for this rate");
+    }
+}
+
+int rl_reply_result(RedisModuleCtx *ctx, const rl_result *r) {
+    RedisModule_ReplyWithArray(ctx, 4);
+    RedisModule_ReplyWithLongLong(ctx, r->allowed);
+    RedisModule_ReplyWithLongLong(ctx, (long long)r->remaining);
+    RedisModule_ReplyWithLongLong(ctx, r->retry_after_ms);
+    return RedisModule_ReplyWithLongLong(ctx, (long long)r->reset_after_ms);
+}
+
+int rl_open(RedisModuleCtx *ctx, RedisModuleString *keyname, int mode, RedisModuleType *type, RedisModuleKey **key) {
+    return mc_open_typed(ctx, keyname, mode, type, key) == 0 ? RL_OK : RL_ERR_WRONGTYPE;
+}
+
+void rl_store_gcra(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleString *keyname, uint64_t tat,
+                   const gcra_params *p) {
+    gcra_value *v = NULL;
+    if (RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_EMPTY) {
+        v = RedisModule_Alloc(sizeof(*v));
+        RedisModule_ModuleTypeSetValue(key, GcraType, v);
+    } else {
+        v = RedisModule_ModuleTypeGetValue(key);
+    }
+    v->tat_us = tat;
+    v->params = *p;
+    RedisModule_SetAbsExpire(key, gcra_expire_at_ms(v));
+    RedisModule_Replicate(ctx, CMD_GCRA_SET, "slll", keyname, (long long)tat, (long long)p->emission_us,
+                          (long long)p->limit);
+}
+
+static int eval_gcra(RedisModuleCtx *ctx, RedisModuleString *keyname, const rl_request *r, uint64_t now_us,
+                     int apply, rl_result *out) {
+    RedisModuleKey *key;
+    int rc = rl_open(ctx, keyname, apply ? REDISMODULE_READ | REDISMODULE_WRITE : REDISMODULE_READ, GcraType, &key);
+    if (rc != RL_OK) return rc;
+    uint64_t tat = 0;
+    if (RedisModule_KeyType(key) != REDISMODULE_KEYTYPE_EMPTY) tat = ((gcra_value *)RedisModule_ModuleTypeGetValue(key))->tat_us;
+    gcra_result g;
+    if (gcra_apply(&r->gcra, tat, now_us, r->cost, &g) != 0) {
+        RedisModule_CloseKey(key);
+        return RL_ERR_OVERFLOW;
+    }
+    out->allowed = !g.limited;
+    out->remaining = g.remaining;
+    out->retry_after_ms = g.retry_after_us < 0 ? -1 : gcra_ceil_ms((uint64_t)g.retry_after_us);
+    out->reset_after_ms = (uint64_t)gcra_ceil_ms(g.reset_after_us);
+    if (apply && !g.limited && r->cost > 0) rl_store_gcra(ctx, key, keyname, g.tat_us, &r->gcra);
+    RedisModule_CloseKey(key);
+    return RL_OK;
+}
+
+static int eval_window(RedisModuleCtx *ctx, RedisModuleString *keyname, const rl_request *r, uint64_t now_us,
+                       int apply, rl_result *out) {
+    RedisModuleKey *key;
+    int rc = rl_open(ctx, keyname, apply ? REDISMODULE_READ | REDISMODULE_WRITE : REDISMODULE_READ, WindowType, &key);
+    if (rc != RL_OK) return rc;
+    uint64_t now = now_us / 1000;
+    window_value fresh, *v = &fresh;
+    int empty = RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_EMPTY;
+    if (empty) {
+        memset(&fresh, 0, sizeof(fresh));
+        lb_init(&fresh.hits, r->window_ms); /* range checked by the parser */
+    } else {
+        v = RedisModule_ModuleTypeGetValue(key);
+        if (v->hits.window_ms != r->window_ms) {
+            RedisModule_CloseKey(key);
+            return RL_ERR_WINDOW;
+        }
+    }
+    uint64_t count = lb_count(&v->hits, now);
+    uint64_t fits = lb_fits_at(&v->hits, now, r->limit, r->cost);
+    uint64_t eff = v->hits.last_ms > now ? v->hits.last_ms : now;
+    out->allowed = fits <= eff;
+    if (out->allowed && apply && r->cost > 0) {
+        if (empty) {
+            v = RedisModule_Calloc(1, sizeof(*v));
+            lb_init(&v->hits, r->window_ms);
+            RedisModule_ModuleTypeSetValue(key, WindowType, v);
+        }
+        v->limit = r->limit;
+        if (lb_add(&v->hits, now, (uint32_t)r->cost, &count) != LB_OK) {
+            /* A slot at 2^32 hits: refuse (nothing changed). */
+            out->allowed = 0;
+            fits = UINT64_MAX;
+        } else {
+            RedisModule_SetAbsExpire(key, (long long)lb_empty_at(&v->hits, now));
+            RedisModule_Replicate(ctx, CMD_WINDOW_HIT_NAME, "slllll", keyname, (long long)r->window_ms,
+                                  (long long)r->limit, (long long)now, (long long)r->cost, 0LL);
+        }
+    }
+    uint64_t empty_at = lb_empty_at(&v->hits, now);
+    if (out->allowed && !(apply && r->cost > 0) && r->cost > 0) {
+        /* A peek or a dry run: answer as if the hits were taken now. */
+        count += r->cost;
+        uint64_t w = v->hits.slot_ms;
+        uint64_t would = (eff / w + 1) * w + v->hits.window_ms;
+        if (would > empty_at) empty_at = would;
+    }
+    out->remaining = count < r->limit ? r->limit - count : 0;
+    out->retry_after_ms = out->allowed || fits == UINT64_MAX ? -1 : (int64_t)(fits - eff);
+    out->reset_after_ms = empty_at > eff ? empty_at - eff : 0;
+    if (empty) lb_free(&fresh.hits);
+    RedisModule_CloseKey(key);
+    return RL_OK;
+}
+
+int rl_eval(RedisModuleCtx *ctx, RedisModuleString *keyname, const rl_request *r, uint64_t now_us, int apply,
+            rl_result *out) {
+    return r->kind == RL_GCRA ? eval_gcra(ctx, keyname, r, now_us, apply, out)
+                              : eval_window(ctx, keyname, r, now_us, apply, out);
+}

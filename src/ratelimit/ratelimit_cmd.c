@@ -1,0 +1,407 @@
+/* ratelimit_cmd.c -- rate limits checked atomically on the server.
+ *
+ *   CL.THROTTLE  redis-cell compatible GCRA (seconds, 5-integer reply)
+ *   RL.GCRA / RL.GCRA_PEEK        GCRA token bucket with a weighted cost (ms)
+ *   RL.WINDOW / RL.WINDOW_PEEK    exact sliding window on the leaky-bucket counter (ms)
+ *   RL.REFUND    give units back, never below empty
+ *   RL.MULTI     several limits, all or none, in one command
+ *
+ * WAIT blocks on the FIFO queues of server/waitq.c; limiter.c evaluates each
+ * request, ratelimit_state_cmd.c has the internal commands. Every reply of the native family is [allowed, remaining, retry_after_ms,
+ * reset_after_ms]. A refused request writes nothing and replicates nothing; an
+ * allowed one replicates its resulting state with absolute times (never the
+ * clock-reading command), so replicas and AOF replays agree. Keys expire by
+ * themselves when the limiter is full again. */
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "ratelimit/ratelimit_glue.h"
+#include "server/args.h"
+#include "server/clock.h"
+#include "server/errors.h"
+#include "server/limitstats.h"
+#include "server/waitq.h"
+
+#define MAX_MULTI_LIMITS 16
+
+/* Options shared by RL.GCRA and RL.WINDOW: [BURST n] [COST n] [WAIT ms] [AT unix-ms]. */
+typedef struct rl_options {
+    uint64_t burst;     /* 0 = not given */
+    uint64_t cost;
+    long long wait_ms;  /* -1 = not given */
+    uint64_t at_ms;     /* 0 = use the clock */
+} rl_options;
+
+static int parse_options_or_reply(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, int first,
+                                  int allow_burst, int allow_wait, rl_options *o) {
+    o->burst = 0;
+    o->cost = 1;
+    o->wait_ms = -1;
+    o->at_ms = 0;
+    for (int i = first; i < argc; i += 2) {
+        if (i + 1 >= argc) return RedisModule_ReplyWithError(ctx, ERR_SYNTAX), -1;
+        uint64_t v;
+        if (allow_burst && mc_is_word(argv[i], "BURST")) {
+            if (mc_parse_u64(argv[i + 1], 1, MAX_BURST, &v)) return mc_reply_range(ctx, "BURST", 1, MAX_BURST), -1;
+            o->burst = v;
+        } else if (mc_is_word(argv[i], "COST")) {
+            if (mc_parse_u64(argv[i + 1], 0, MAX_COST, &v)) return mc_reply_range(ctx, "COST", 0, MAX_COST), -1;
+            o->cost = v;
+        } else if (allow_wait && mc_is_word(argv[i], "WAIT")) {
+            if (mc_parse_u64(argv[i + 1], 0, 1ULL << 40, &v)) return mc_reply_range(ctx, "WAIT", 0, 1ULL << 40), -1;
+            o->wait_ms = (long long)v;
+        } else if (allow_wait && mc_is_word(argv[i], "AT")) {
+            if (mc_parse_u64(argv[i + 1], 1, LB_MAX_TIME_MS, &v)) return mc_reply_range(ctx, "AT", 1, LB_MAX_TIME_MS), -1;
+            o->at_ms = v;
+        } else {
+            return RedisModule_ReplyWithError(ctx, ERR_SYNTAX), -1;
+        }
+    }
+    return 0;
+}
+
+/* ==== CL.THROTTLE ==== */
+
+/* CL.THROTTLE <key> <max_burst> <count per period> <period s> [<quantity>]
+ * Reply: [limited 0|1, limit, remaining, retry_after_s (-1 if allowed), reset_after_s],
+ * seconds rounded up. Quantity 0 peeks without writing. */
+static int ClThrottle_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 5 && argc != 6) return RedisModule_WrongArity(ctx);
+    uint64_t burst, count, period, quantity = 1;
+    if (mc_parse_u64(argv[2], 0, MAX_BURST, &burst)) return mc_reply_range(ctx, "max_burst", 0, MAX_BURST);
+    if (mc_parse_u64(argv[3], 1, 1ULL << 40, &count)) return mc_reply_range(ctx, "count per period", 1, 1ULL << 40);
+    if (mc_parse_u64(argv[4], 1, GCRA_MAX_PERIOD_US / 1000000, &period))
+        return mc_reply_range(ctx, "period (seconds)", 1, GCRA_MAX_PERIOD_US / 1000000);
+    if (argc == 6 && mc_parse_u64(argv[5], 0, MAX_COST, &quantity)) return mc_reply_range(ctx, "quantity", 0, MAX_COST);
+    rl_request r = {.kind = RL_GCRA, .cost = quantity};
+    if (gcra_params_init(&r.gcra, burst + 1, count, period * 1000000) != 0)
+        return RedisModule_ReplyWithError(ctx, "ERR max_burst * period / count is too large");
+    uint64_t now_us = mc_now_us();
+    RedisModuleKey *key;
+    int rc = rl_open(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE, GcraType, &key);
+    if (rc != RL_OK) return rl_reply_error(ctx, rc);
+    uint64_t tat = 0;
+    if (RedisModule_KeyType(key) != REDISMODULE_KEYTYPE_EMPTY) tat = ((gcra_value *)RedisModule_ModuleTypeGetValue(key))->tat_us;
+    gcra_result g;
+    if (gcra_apply(&r.gcra, tat, now_us, quantity, &g) != 0) {
+        RedisModule_CloseKey(key);
+        return rl_reply_error(ctx, RL_ERR_OVERFLOW);
+    }
+    if (!g.limited && quantity > 0) rl_store_gcra(ctx, key, argv[1], g.tat_us, &r.gcra);
+    RedisModule_CloseKey(key);
+    rl_stat(RL_STAT_THROTTLE, !g.limited);
+    RedisModule_ReplyWithArray(ctx, 5);
+    RedisModule_ReplyWithLongLong(ctx, g.limited);
+    RedisModule_ReplyWithLongLong(ctx, (long long)g.limit);
+    RedisModule_ReplyWithLongLong(ctx, (long long)g.remaining);
+    RedisModule_ReplyWithLongLong(ctx, g.retry_after_us < 0 ? -1 : gcra_ceil_s((uint64_t)g.retry_after_us));
+    return RedisModule_ReplyWithLongLong(ctx, gcra_ceil_s(g.reset_after_us));
+}
+
+/* ==== Waiting for capacity (the WAIT option), on waitq.c ==== */
+
+typedef struct wait_reply {
+    int error;        /* RL_OK or an RL_ERR_* code */
+    int stat;         /* RL_STAT_* of the command */
+    rl_result result;
+} wait_reply;
+
+static int stat_of(const rl_request *r) {
+    return r->kind == RL_GCRA ? RL_STAT_GCRA : RL_STAT_WINDOW;
+}
+
+static int wait_try_serve(RedisModuleCtx *ctx, RedisModuleString *key, void *req, uint64_t now_us, void **reply,
+                          uint64_t *retry_ms) {
+    rl_request *r = req;
+    wait_reply *rep = RedisModule_Calloc(1, sizeof(*rep));
+    rep->stat = stat_of(r);
+    rep->error = rl_eval(ctx, key, r, now_us, 1, &rep->result);
+    if (rep->error == RL_OK && !rep->result.allowed && rep->result.retry_after_ms >= 0) {
+        *retry_ms = rep->result.retry_after_ms > 0 ? (uint64_t)rep->result.retry_after_ms : 1;
+        RedisModule_Free(rep);
+        return 0;
+    }
+    *reply = rep;
+    return 1;
+}
+
+static int wait_reply_fn(RedisModuleCtx *ctx, void *reply) {
+    wait_reply *rep = reply;
+    if (rep->error != RL_OK) return rl_reply_error(ctx, rep->error);
+    rl_stat(rep->stat, rep->result.allowed);
+    return rl_reply_result(ctx, &rep->result);
+}
+
+static int wait_timeout_reply(RedisModuleCtx *ctx, RedisModuleString *key, void *req) {
+    rl_request *r = req;
+    rl_result res;
+    int rc = rl_eval(ctx, key, r, mc_now_us(), 0, &res);
+    if (rc != RL_OK) return rl_reply_error(ctx, rc);
+    res.allowed = 0; /* timed out: refused, whatever a newcomer would get now */
+    rl_stat(stat_of(r), 0);
+    return rl_reply_result(ctx, &res);
+}
+
+static void free_plain(void *p) {
+    RedisModule_Free(p);
+}
+
+static const waitq_ops rl_wait_ops = {wait_try_serve, wait_reply_fn, wait_timeout_reply, free_plain, free_plain};
+
+static void wait_for_capacity(RedisModuleCtx *ctx, RedisModuleString *key, const rl_request *r, long long timeout_ms,
+                              uint64_t retry_ms) {
+    rl_request *copy = RedisModule_Alloc(sizeof(*copy));
+    *copy = *r;
+    waitq_block(ctx, &rl_wait_ops, key, copy, timeout_ms, retry_ms);
+}
+
+/* ==== Native commands ==== */
+
+/* Run one request from a command: answer at once, or block with WAIT. */
+static int run_request(RedisModuleCtx *ctx, RedisModuleString *keyname, const rl_request *r, const rl_options *o,
+                       int stat) {
+    uint64_t now_us = o->at_ms ? o->at_ms * 1000 : mc_now_us();
+    int may_wait = o->wait_ms > 0 && waitq_can_block(ctx);
+    if (may_wait && waitq_busy(ctx, keyname)) {
+        /* First come, first served: queue behind the clients already waiting. */
+        rl_result probe;
+        int rc = rl_eval(ctx, keyname, r, now_us, 0, &probe);
+        if (rc != RL_OK) return rl_reply_error(ctx, rc);
+        if (probe.allowed || probe.retry_after_ms >= 0) {
+            wait_for_capacity(ctx, keyname, r, o->wait_ms, 0);
+            return REDISMODULE_OK;
+        }
+        rl_stat(stat, 0);
+        return rl_reply_result(ctx, &probe); /* can never fit: no point waiting */
+    }
+    rl_result res;
+    int rc = rl_eval(ctx, keyname, r, now_us, 1, &res);
+    if (rc != RL_OK) return rl_reply_error(ctx, rc);
+    if (!res.allowed && may_wait && res.retry_after_ms >= 0) {
+        wait_for_capacity(ctx, keyname, r, o->wait_ms, res.retry_after_ms > 0 ? (uint64_t)res.retry_after_ms : 1);
+        return REDISMODULE_OK;
+    }
+    rl_stat(stat, res.allowed);
+    return rl_reply_result(ctx, &res);
+}
+
+static int parse_gcra_or_reply(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, int peek, rl_request *r,
+                               rl_options *o) {
+    uint64_t rate, period;
+    if (mc_parse_u64(argv[2], 1, 1ULL << 40, &rate)) return mc_reply_range(ctx, "rate", 1, 1ULL << 40), -1;
+    if (mc_parse_u64(argv[3], 1, GCRA_MAX_PERIOD_US / 1000, &period))
+        return mc_reply_range(ctx, "period (milliseconds)", 1, GCRA_MAX_PERIOD_US / 1000), -1;
+    if (parse_options_or_reply(ctx, argv, argc, 4, 1, !peek, o) != 0) return -1;
+    r->kind = RL_GCRA;
+    r->cost = o->cost;
+    if (gcra_params_init(&r->gcra, o->burst ? o->burst : rate, rate, period * 1000) != 0)
+        return RedisModule_ReplyWithError(ctx, "ERR burst * period / rate is too large"), -1;
+    return 0;
+}
+
+/* RL.GCRA <key> <rate> <period ms> [BURST <capacity>] [COST <n>] [WAIT <timeout ms>] [AT <unix ms>]
+ * GCRA token bucket: <rate> units per <period ms>, at most <capacity> (default
+ * <rate>) at once. Reply: [allowed, remaining, retry_after_ms, reset_after_ms]. */
+static int Gcra_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc < 4) return RedisModule_WrongArity(ctx);
+    rl_request r;
+    rl_options o;
+    if (parse_gcra_or_reply(ctx, argv, argc, 0, &r, &o) != 0) return REDISMODULE_OK;
+    return run_request(ctx, argv[1], &r, &o, RL_STAT_GCRA);
+}
+
+/* RL.GCRA_PEEK <key> <rate> <period ms> [BURST <capacity>] [COST <n>]
+ * What RL.GCRA would answer, changing nothing (runs on replicas). */
+static int GcraPeek_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc < 4) return RedisModule_WrongArity(ctx);
+    rl_request r;
+    rl_options o;
+    if (parse_gcra_or_reply(ctx, argv, argc, 1, &r, &o) != 0) return REDISMODULE_OK;
+    rl_result res;
+    int rc = rl_eval(ctx, argv[1], &r, mc_now_us(), 0, &res);
+    return rc == RL_OK ? rl_reply_result(ctx, &res) : rl_reply_error(ctx, rc);
+}
+
+static int parse_window_or_reply(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, int peek, rl_request *r,
+                                 rl_options *o) {
+    uint64_t limit, window;
+    if (mc_parse_u64(argv[2], 1, UINT32_MAX, &limit)) return mc_reply_range(ctx, "limit", 1, UINT32_MAX), -1;
+    if (mc_parse_u64(argv[3], 1, LB_MAX_WINDOW_MS, &window)) return mc_reply_range(ctx, "window (milliseconds)", 1, LB_MAX_WINDOW_MS), -1;
+    if (parse_options_or_reply(ctx, argv, argc, 4, 0, !peek, o) != 0) return -1;
+    lbucket probe;
+    if (lb_init(&probe, window) != LB_OK) return RedisModule_ReplyWithError(ctx, "ERR window out of range"), -1;
+    r->kind = RL_WINDOW;
+    r->limit = limit;
+    r->window_ms = window;
+    r->cost = o->cost;
+    return 0;
+}
+
+/* RL.WINDOW <key> <limit> <window ms> [COST <n>] [WAIT <timeout ms>] [AT <unix ms>]
+ * Sliding window: at most <limit> units within any <window ms>; each counts for
+ * the window, at most window/256 longer. Reply: [allowed, remaining,
+ * retry_after_ms, reset_after_ms]. */
+static int Window_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc < 4) return RedisModule_WrongArity(ctx);
+    rl_request r;
+    rl_options o;
+    if (parse_window_or_reply(ctx, argv, argc, 0, &r, &o) != 0) return REDISMODULE_OK;
+    return run_request(ctx, argv[1], &r, &o, RL_STAT_WINDOW);
+}
+
+/* RL.WINDOW_PEEK <key> <limit> <window ms> [COST <n>]
+ * What RL.WINDOW would answer, changing nothing (runs on replicas). */
+static int WindowPeek_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc < 4) return RedisModule_WrongArity(ctx);
+    rl_request r;
+    rl_options o;
+    if (parse_window_or_reply(ctx, argv, argc, 1, &r, &o) != 0) return REDISMODULE_OK;
+    rl_result res;
+    int rc = rl_eval(ctx, argv[1], &r, mc_now_us(), 0, &res);
+    return rc == RL_OK ? rl_reply_result(ctx, &res) : rl_reply_error(ctx, rc);
+}
+
+/* RL.REFUND <key> <n>
+ * Gives back up to <n> units (the newest first), never below empty. Reply: the
+ * number given back. Wakes clients waiting on the key. */
+static int Refund_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 3) return RedisModule_WrongArity(ctx);
+    uint64_t n;
+    if (mc_parse_u64(argv[2], 1, MAX_COST, &n)) return mc_reply_range(ctx, "n", 1, MAX_COST);
+    RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE);
+    int kt = RedisModule_KeyType(key);
+    RedisModuleType *t = kt == REDISMODULE_KEYTYPE_MODULE ? RedisModule_ModuleTypeGetType(key) : NULL;
+    if (kt == REDISMODULE_KEYTYPE_EMPTY) {
+        RedisModule_CloseKey(key);
+        return RedisModule_ReplyWithLongLong(ctx, 0);
+    }
+    if (t != GcraType && t != WindowType) {
+        RedisModule_CloseKey(key);
+        return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+    }
+    uint64_t now_us = mc_now_us(), given = 0;
+    int now_empty;
+    if (t == GcraType) {
+        gcra_value *v = RedisModule_ModuleTypeGetValue(key);
+        uint64_t before = v->tat_us > now_us ? v->tat_us : now_us;
+        uint64_t after = gcra_refund(&v->params, v->tat_us, now_us, n);
+        given = (before - (after > now_us ? after : now_us) + v->params.emission_us - 1) / v->params.emission_us;
+        if (given > n) given = n;
+        now_empty = after <= now_us;
+        if (!now_empty) rl_store_gcra(ctx, key, argv[1], after, &v->params);
+    } else {
+        window_value *v = RedisModule_ModuleTypeGetValue(key);
+        given = lb_remove(&v->hits, now_us / 1000, n);
+        now_empty = lb_count(&v->hits, now_us / 1000) == 0;
+        if (!now_empty) {
+            RedisModule_SetAbsExpire(key, (long long)lb_empty_at(&v->hits, now_us / 1000));
+            size_t na;
+            RedisModuleString **args = window_state_args(v, &na);
+            RedisModule_Replicate(ctx, CMD_WINDOW_SET, "sv", argv[1], args, na);
+            mc_free_args(args, na);
+        }
+    }
+    if (now_empty) {
+        RedisModule_DeleteKey(key);
+        RedisModule_Replicate(ctx, "DEL", "s", argv[1]);
+    }
+    RedisModule_CloseKey(key);
+    if (given) waitq_kick(ctx, argv[1]);
+    return RedisModule_ReplyWithLongLong(ctx, (long long)given);
+}
+
+/* RL.MULTI <cost> <numlimits> <key> GCRA|WINDOW <limit> <period ms> [<key> ...]...
+ * Takes <cost> from every limit or from none: GCRA is <limit> units per <period
+ * ms> with capacity <limit>; WINDOW is at most <limit> within <period ms>. Keys
+ * must share a hash slot. Reply: [allowed, index of the first limit that
+ * refused (1-based; 0 when allowed), retry_after_ms (the longest wait among the
+ * refusing limits; -1 when allowed or never possible), remaining (the smallest)]. */
+static int Multi_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (RedisModule_IsKeysPositionRequest(ctx)) {
+        /* Keys sit every 4 arguments from argv[3]: key specs cannot say that to
+         * Redis 7.0's cluster routing and ACL checks, so they ask us. */
+        long long n;
+        if (argc >= 3 && RedisModule_StringToLongLong(argv[2], &n) == REDISMODULE_OK && n >= 1 &&
+            n <= MAX_MULTI_LIMITS && argc == 3 + 4 * n)
+            for (long long i = 0; i < n; i++) RedisModule_KeyAtPos(ctx, (int)(3 + 4 * i));
+        return REDISMODULE_OK;
+    }
+    if (argc < 7) return RedisModule_WrongArity(ctx);
+    uint64_t cost, n;
+    if (mc_parse_u64(argv[1], 0, UINT32_MAX, &cost)) return mc_reply_range(ctx, "cost", 0, UINT32_MAX);
+    if (mc_parse_u64(argv[2], 1, MAX_MULTI_LIMITS, &n)) return mc_reply_range(ctx, "numlimits", 1, MAX_MULTI_LIMITS);
+    if ((uint64_t)argc != 3 + 4 * n) return RedisModule_WrongArity(ctx);
+    rl_request reqs[MAX_MULTI_LIMITS];
+    RedisModuleString *keys[MAX_MULTI_LIMITS];
+    for (uint64_t i = 0; i < n; i++) {
+        RedisModuleString **a = argv + 3 + 4 * i;
+        keys[i] = a[0];
+        for (uint64_t j = 0; j < i; j++)
+            if (RedisModule_StringCompare(keys[j], keys[i]) == 0)
+                return RedisModule_ReplyWithError(ctx, "ERR the same key appears in two limits");
+        uint64_t limit, period;
+        if (mc_parse_u64(a[2], 1, UINT32_MAX, &limit)) return mc_reply_range(ctx, "limit", 1, UINT32_MAX);
+        rl_request *r = &reqs[i];
+        memset(r, 0, sizeof(*r));
+        r->cost = cost;
+        if (mc_is_word(a[1], "GCRA")) {
+            if (mc_parse_u64(a[3], 1, GCRA_MAX_PERIOD_US / 1000, &period) ||
+                gcra_params_init(&r->gcra, limit, limit, period * 1000) != 0)
+                return mc_reply_range(ctx, "period (milliseconds)", 1, GCRA_MAX_PERIOD_US / 1000);
+            r->kind = RL_GCRA;
+        } else if (mc_is_word(a[1], "WINDOW")) {
+            lbucket probe;
+            if (mc_parse_u64(a[3], 1, LB_MAX_WINDOW_MS, &period) || lb_init(&probe, period) != LB_OK)
+                return mc_reply_range(ctx, "window (milliseconds)", 1, LB_MAX_WINDOW_MS);
+            r->kind = RL_WINDOW;
+            r->limit = limit;
+            r->window_ms = period;
+        } else {
+            return RedisModule_ReplyWithError(ctx, "ERR limit type must be GCRA or WINDOW");
+        }
+    }
+    uint64_t now_us = mc_now_us();
+    /* Phase 1: every limit must allow; nothing is written yet. */
+    int refused = 0;
+    int64_t retry = -1;
+    int never = 0;
+    uint64_t remaining = UINT64_MAX;
+    rl_result res;
+    for (uint64_t i = 0; i < n; i++) {
+        int rc = rl_eval(ctx, keys[i], &reqs[i], now_us, 0, &res);
+        if (rc != RL_OK) return rl_reply_error(ctx, rc);
+        if (!res.allowed) {
+            if (!refused) refused = (int)i + 1;
+            if (res.retry_after_ms < 0) never = 1;
+            if (res.retry_after_ms > retry) retry = res.retry_after_ms;
+        }
+        if (res.remaining < remaining) remaining = res.remaining;
+    }
+    /* Phase 2: take from all (same time, same state: each is allowed again). */
+    if (!refused) {
+        for (uint64_t i = 0; i < n; i++) rl_eval(ctx, keys[i], &reqs[i], now_us, 1, &res);
+    }
+    rl_stat(RL_STAT_MULTI, !refused);
+    RedisModule_ReplyWithArray(ctx, 4);
+    RedisModule_ReplyWithLongLong(ctx, !refused);
+    RedisModule_ReplyWithLongLong(ctx, refused);
+    RedisModule_ReplyWithLongLong(ctx, refused && !never ? retry : -1);
+    return RedisModule_ReplyWithLongLong(ctx, (long long)remaining);
+}
+
+/* ==== Registration ==== */
+
+static const mc_command commands[] = {
+    {"CL.THROTTLE", ClThrottle_RedisCommand, "write deny-oom fast", 1, 1, 1},
+    {"RL.GCRA", Gcra_RedisCommand, "write deny-oom", 1, 1, 1},
+    {"RL.GCRA_PEEK", GcraPeek_RedisCommand, "readonly fast", 1, 1, 1},
+    {"RL.WINDOW", Window_RedisCommand, "write deny-oom", 1, 1, 1},
+    {"RL.WINDOW_PEEK", WindowPeek_RedisCommand, "readonly fast", 1, 1, 1},
+    {"RL.REFUND", Refund_RedisCommand, "write fast", 1, 1, 1},
+    {"RL.MULTI", Multi_RedisCommand, "write deny-oom getkeys-api", 3, -1, 4},
+};
+
+int ratelimit_cmd_register(RedisModuleCtx *ctx) {
+    return mc_register_commands(ctx, commands, sizeof(commands) / sizeof(commands[0]), ratelimit_cmdinfo);
+}

@@ -1,0 +1,120 @@
+/* ratelimit_glue.h -- the rate-limit family's values and what its glue files share.
+ *
+ * Two module types:
+ *   mcap-gcra  a GCRA limiter (core/gcra.h): the TAT and the parameters last used,
+ *              32 bytes; the key expires at the TAT, when the limiter is full again.
+ *   mcap-wndw  a sliding-window limiter on the leaky-bucket counter (core/bucket.h):
+ *              every hit counts for the window (at most window/256 longer), memory
+ *              bounded by 4 KiB at any traffic; the key expires when the last hit
+ *              has left.
+ * Files: ratelimit_type.c (the types: RDB, AOF, digest, copy, memory),
+ * limiter.c (one request evaluated and applied, shared by every command and the
+ * wait queue), ratelimit_cmd.c (CL.THROTTLE, redis-cell compatible, and the
+ * native RL.* family, all times in milliseconds), ratelimit_state_cmd.c (the
+ * internal commands of replication and the AOF), ratelimit_info.c (COMMAND DOCS). */
+#ifndef MC_RATELIMIT_GLUE_H
+#define MC_RATELIMIT_GLUE_H
+
+#include <stdint.h>
+
+#include "core/bucket.h"
+#include "core/gcra.h"
+#include "redismodule.h"
+#include "server/commands.h"
+
+#define GCRA_TYPE_NAME "mcap-gcra"
+#define WINDOW_TYPE_NAME "mcap-wndw"
+#define GCRA_ENCVER_1 1 /* tat_us, emission_us, limit */
+#define GCRA_ENCVER_LATEST GCRA_ENCVER_1
+#define WINDOW_ENCVER_1 1 /* window_ms, limit, then the bucket (bucket_io.c) */
+#define WINDOW_ENCVER_LATEST WINDOW_ENCVER_1
+
+#define CMD_GCRA_SET "RL.GCRA_SET"
+#define GCRA_MAX_LIMIT (1ULL << 40) /* capacity: max_burst + 1 at most */
+#define CMD_WINDOW_SET "RL.WINDOW_SET"
+#define CMD_WINDOW_HIT_NAME "RL.WINDOW_HIT"
+#define MAX_BURST (GCRA_MAX_LIMIT - 1) /* the largest BURST - 1 (max_burst of CL.THROTTLE) */
+#define MAX_COST UINT32_MAX             /* the largest COST or refund */
+
+typedef struct gcra_value {
+    uint64_t tat_us;    /* theoretical arrival time, Unix microseconds */
+    gcra_params params; /* as last used */
+} gcra_value;
+
+typedef struct window_value {
+    uint64_t limit;     /* hits allowed within the window */
+    lbucket hits;       /* window_ms = hits.window_ms */
+} window_value;
+
+extern RedisModuleType *GcraType;
+extern RedisModuleType *WindowType;
+
+int ratelimit_type_register(RedisModuleCtx *ctx);
+/* The public commands (ratelimit_cmd.c), then the internal ones (ratelimit_state_cmd.c). */
+int ratelimit_cmd_register(RedisModuleCtx *ctx);
+int ratelimit_state_cmd_register(RedisModuleCtx *ctx);
+
+/* COMMAND DOCS metadata of the family (ratelimit_info.c). */
+extern mc_cmdinfo ratelimit_cmdinfo[];
+
+/* The absolute time (Unix ms) at which a key holding this value can expire. */
+static inline long long gcra_expire_at_ms(const gcra_value *v) {
+    return (long long)((v->tat_us + 999) / 1000);
+}
+
+/* Arguments after the key of RL.WINDOW_SET rebuilding `v`: window_ms limit
+ * last_ms nslots [slot count]...; free with mc_free_args. */
+RedisModuleString **window_state_args(const window_value *v, size_t *n);
+
+/* Parse RL.WINDOW_SET's arguments; NULL and *err (no code) on failure. */
+window_value *window_from_args(RedisModuleString **argv, int argc, const char **err);
+
+void window_value_free(window_value *v);
+
+/* ==== One limiter request, shared by the commands and the wait queues ==== */
+
+typedef enum rl_kind { RL_GCRA, RL_WINDOW } rl_kind;
+
+typedef struct rl_request {
+    rl_kind kind;
+    gcra_params gcra;     /* RL_GCRA */
+    uint64_t limit;       /* RL_WINDOW: hits per window */
+    uint64_t window_ms;   /* RL_WINDOW */
+    uint64_t cost;        /* units this request takes (0: a peek) */
+} rl_request;
+
+typedef struct rl_result {
+    int allowed;             /* 1 when the request fits (and, if applied, was taken) */
+    uint64_t remaining;      /* units that still fit after it */
+    int64_t retry_after_ms;  /* -1 when allowed or when it can never fit */
+    uint64_t reset_after_ms; /* until the limiter is full again */
+} rl_result;
+
+#define RL_OK 0
+#define RL_ERR_WRONGTYPE 1
+#define RL_ERR_WINDOW 2   /* the key holds a window of another length */
+#define RL_ERR_OVERFLOW 3
+
+/* Evaluate `r` on `keyname` (in the context's selected db) at now_us. With
+ * apply, an allowed request with cost > 0 is taken: the state is written, its
+ * expiry set, and the change replicated with absolute times. Returns RL_OK and
+ * fills *out, or an RL_ERR_* code having changed nothing. */
+int rl_eval(RedisModuleCtx *ctx, RedisModuleString *keyname, const rl_request *r, uint64_t now_us,
+            int apply, rl_result *out);
+
+/* Reply for an RL_ERR_* code. */
+int rl_reply_error(RedisModuleCtx *ctx, int code);
+
+/* Reply [allowed, remaining, retry_after_ms, reset_after_ms]. */
+int rl_reply_result(RedisModuleCtx *ctx, const rl_result *r);
+
+/* Open `keyname` with `mode`: RL_OK when it is empty or of `type` (*key open),
+ * else RL_ERR_WRONGTYPE (closed). */
+int rl_open(RedisModuleCtx *ctx, RedisModuleString *keyname, int mode, RedisModuleType *type, RedisModuleKey **key);
+
+/* Store a GCRA state at the open key (creating the value), expire the key at
+ * the TAT and replicate RL.GCRA_SET with these absolute numbers. */
+void rl_store_gcra(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleString *keyname, uint64_t tat_us,
+                   const gcra_params *p);
+
+#endif

@@ -1,0 +1,89 @@
+/* ratelimit_info.c -- COMMAND DOCS / COMMAND INFO metadata of the rate-limit family (CL.THROTTLE, RL.*): summary, complexity,
+ * arity, key specs and arguments. Data only; ratelimit_cmd.c registers the handlers. */
+#include "ratelimit/ratelimit_glue.h"
+#include "server/bucket_io.h"
+#include "server/commands.h"
+
+static RedisModuleCommandKeySpec ks_multi[] = {
+    /* INCOMPLETE: Redis 7.0 mis-steps keynum specs with keystep > 1, so routing
+     * and ACL checks take the keys from the command's getkeys-api instead. */
+    {.flags = RW_ACCESS | REDISMODULE_CMD_KEY_INCOMPLETE, .begin_search_type = REDISMODULE_KSPEC_BS_INDEX,
+     .bs.index.pos = 2, .find_keys_type = REDISMODULE_KSPEC_FK_KEYNUM, .fk.keynum = {0, 1, 4}},
+    {0}};
+static RedisModuleCommandArg args_throttle[] = {
+    ARG_KEY("key", 0, NULL),
+    ARG_INT("max_burst", "the limiter admits max_burst + 1 at once"),
+    ARG_INT("count_per_period", NULL),
+    ARG_INT("period", "seconds"),
+    {.name = "quantity", .type = REDISMODULE_ARG_TYPE_INTEGER, .key_spec_index = -1,
+     .flags = REDISMODULE_CMD_ARG_OPTIONAL, .summary = "default 1; 0 peeks"},
+    {0}};
+static RedisModuleCommandArg args_gcra[] = {
+    ARG_KEY("key", 0, NULL),
+    ARG_INT("rate", "units per period"),
+    ARG_INT("period", "milliseconds"),
+    OPT_INT("BURST", "capacity: units that fit at once (default: rate)"),
+    OPT_INT("COST", "units this request takes (default 1)"),
+    OPT_INT("WAIT", "block up to this many milliseconds until the request fits"),
+    OPT_INT("AT", "use this Unix time in milliseconds instead of the clock"),
+    {0}};
+static RedisModuleCommandArg args_gcra_peek[] = {
+    ARG_KEY("key", 0, NULL), ARG_INT("rate", "units per period"), ARG_INT("period", "milliseconds"),
+    OPT_INT("BURST", "capacity (default: rate)"), OPT_INT("COST", "default 1"), {0}};
+static RedisModuleCommandArg args_window[] = {
+    ARG_KEY("key", 0, NULL),
+    ARG_INT("limit", "units allowed within any window"),
+    ARG_INT("window", "milliseconds"),
+    OPT_INT("COST", "units this request takes (default 1)"),
+    OPT_INT("WAIT", "block up to this many milliseconds until the request fits"),
+    OPT_INT("AT", "use this Unix time in milliseconds instead of the clock"),
+    {0}};
+static RedisModuleCommandArg args_window_peek[] = {
+    ARG_KEY("key", 0, NULL), ARG_INT("limit", NULL), ARG_INT("window", "milliseconds"), OPT_INT("COST", "default 1"), {0}};
+static RedisModuleCommandArg args_refund[] = {ARG_KEY("key", 0, NULL), ARG_INT("n", "units to give back"), {0}};
+static RedisModuleCommandArg args_multi_limit[] = {
+    ARG_KEY("key", 0, NULL), ARG_STR("type", "GCRA or WINDOW"), ARG_INT("limit", NULL),
+    ARG_INT("period", "milliseconds"), {0}};
+static RedisModuleCommandArg args_multi[] = {
+    ARG_INT("cost", "units taken from every limit"),
+    ARG_INT("numlimits", NULL),
+    {.name = "limit", .type = REDISMODULE_ARG_TYPE_BLOCK, .key_spec_index = -1,
+     .flags = REDISMODULE_CMD_ARG_MULTIPLE, .subargs = args_multi_limit},
+    {0}};
+static RedisModuleCommandArg args_gcra_set[] = {
+    ARG_KEY("key", 0, NULL), ARG_INT("tat", "Unix microseconds"), ARG_INT("emission_interval", "microseconds"),
+    ARG_INT("limit", NULL), {0}};
+static RedisModuleCommandArg args_window_hit[] = {
+    ARG_KEY("key", 0, NULL), ARG_INT("window", "milliseconds"), ARG_INT("limit", NULL),
+    ARG_UNIX_MS("unix-time-milliseconds", NULL), ARG_INT("cost", NULL), ARG_INT("reserved", "0"), {0}};
+static RedisModuleCommandArg args_window_set[] = {
+    ARG_KEY("key", 0, NULL), ARG_INT("window", "milliseconds"), ARG_INT("limit", NULL),
+    ARG_UNIX_MS("last-unix-time-milliseconds", NULL), ARG_INT("nslots", NULL),
+    {.name = "slot", .type = REDISMODULE_ARG_TYPE_BLOCK, .key_spec_index = -1,
+     .flags = REDISMODULE_CMD_ARG_MULTIPLE | REDISMODULE_CMD_ARG_OPTIONAL, .subargs = mc_bucket_slot_args},
+    {0}};
+
+mc_cmdinfo ratelimit_cmdinfo[] = {
+    {"CL.THROTTLE",
+     INFO("GCRA rate limit compatible with redis-cell: [limited, limit, remaining, retry_after_s, reset_after_s]",
+          "O(1)", -5, KS_RW, args_throttle)},
+    {"RL.GCRA",
+     INFO("GCRA token bucket with a weighted cost: [allowed, remaining, retry_after_ms, reset_after_ms]", "O(1)",
+          -4, KS_RW, args_gcra)},
+    {"RL.GCRA_PEEK", INFO("What RL.GCRA would answer, changing nothing", "O(1)", -4, KS_RO, args_gcra_peek)},
+    {"RL.WINDOW",
+     INFO("Exact sliding-window limit: [allowed, remaining, retry_after_ms, reset_after_ms]", "O(1) amortized", -4,
+          KS_RW, args_window)},
+    {"RL.WINDOW_PEEK", INFO("What RL.WINDOW would answer, changing nothing", "O(W/256)", -4, KS_RO, args_window_peek)},
+    {"RL.REFUND", INFO("Gives units back to a limiter, never below empty", "O(W/256)", 3, KS_RW, args_refund)},
+    {"RL.MULTI",
+     INFO("Takes a cost from several limits atomically, from all or from none: [allowed, refused_index, "
+          "retry_after_ms, remaining]",
+          "O(N)", -7, ks_multi, args_multi)},
+    {"RL.GCRA_SET", INFO("Internal (replication, AOF): replaces a key with a GCRA state", "O(1)", 5, KS_OW, args_gcra_set)},
+    {"RL.WINDOW_HIT", INFO("Internal (replication): adds hits to a window at an explicit time", "O(1) amortized", 7,
+                            KS_RW, args_window_hit)},
+    {"RL.WINDOW_SET", INFO("Internal (replication, AOF): replaces a key with a window state", "O(S)", -6, KS_OW,
+                            args_window_set)},
+    {NULL},
+};

@@ -1,0 +1,40 @@
+/* keys.c -- typed key opening and key ids; see keys.h. */
+#include "server/keys.h"
+
+#include <stdio.h>
+#include <string.h>
+
+int mc_open_typed(RedisModuleCtx *ctx, RedisModuleString *keyname, int mode, RedisModuleType *type,
+                  RedisModuleKey **key) {
+    *key = RedisModule_OpenKey(ctx, keyname, mode);
+    int kt = RedisModule_KeyType(*key);
+    if (kt != REDISMODULE_KEYTYPE_EMPTY &&
+        (kt != REDISMODULE_KEYTYPE_MODULE || RedisModule_ModuleTypeGetType(*key) != type)) {
+        RedisModule_CloseKey(*key);
+        *key = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+char *mc_db_key_buf(int db, RedisModuleString *key, char *stackbuf, size_t cap, size_t *len) {
+    size_t klen;
+    const char *k = RedisModule_StringPtrLen(key, &klen);
+    char prefix[16];
+    int n = snprintf(prefix, sizeof(prefix), "%d:", db);
+    *len = (size_t)n + klen;
+    char *buf = *len <= cap ? stackbuf : RedisModule_Alloc(*len);
+    memcpy(buf, prefix, (size_t)n);
+    memcpy(buf + n, k, klen);
+    return buf;
+}
+
+RedisModuleString *mc_db_key_id(int db, RedisModuleString *key) {
+    char prefix[16];
+    int n = snprintf(prefix, sizeof(prefix), "%d:", db);
+    size_t len;
+    const char *k = RedisModule_StringPtrLen(key, &len);
+    RedisModuleString *id = RedisModule_CreateString(NULL, prefix, (size_t)n);
+    RedisModule_StringAppendBuffer(NULL, id, k, len);
+    return id;
+}
