@@ -132,7 +132,7 @@ run: deps-run
 
 install: $(MODULE)
 	install -d $(DESTDIR)$(MODULEDIR)
-	install -m 0644 $(MODULE) $(DESTDIR)$(MODULEDIR)/$(MODULE)
+	install -m 0755 $(MODULE) $(DESTDIR)$(MODULEDIR)/$(MODULE)
 	@echo "Add to redis.conf:  loadmodule $(MODULEDIR)/$(MODULE)"
 
 clean:
