@@ -2,9 +2,13 @@
  * promotion of a replica; see leases.h. */
 #include "lock/leases.h"
 
+#include <string.h>
+
 #include "lock/fencing.h"
 #include "server/clock.h"
+#include "server/cluster.h"
 #include "server/keys.h"
+#include "server/waitq.h"
 
 static RedisModuleCtx *detached; /* to create timers from callbacks that have no context */
 static lease_end_fn end_leases;  /* state.c's lock_expire_leases */
@@ -22,6 +26,16 @@ static RedisModuleDict *lease_timers; /* "<db>:<key>" -> lease_timer */
 
 static void lease_timer_fired(RedisModuleCtx *ctx, void *data);
 
+/* Drop entry `t`: stop its timer when armed (never the one whose callback runs:
+ * that one is not armed), take it out of the dict, free it. */
+static void forget(RedisModuleCtx *ctx, lease_timer *t) {
+    if (t->armed) RedisModule_StopTimer(ctx, t->timer, NULL);
+    RedisModule_DictDel(lease_timers, t->id, NULL);
+    RedisModule_FreeString(NULL, t->key);
+    RedisModule_FreeString(NULL, t->id);
+    RedisModule_Free(t);
+}
+
 /* A timer that fires early re-arms itself. */
 void lease_arm(RedisModuleCtx *ctx, RedisModuleString *keyname, const lockv *l, uint64_t now_ms) {
     int db = RedisModule_GetSelectedDb(ctx);
@@ -31,13 +45,9 @@ void lease_arm(RedisModuleCtx *ctx, RedisModuleString *keyname, const lockv *l, 
     lease_timer *t = RedisModule_DictGetC(lease_timers, idbuf, idlen, NULL);
     uint64_t next = l ? lock_next_expiry(l) : 0;
     if (next == 0) {
-        /* Nobody holds it: an armed timer finds that out when it fires. */
-        if (t && !t->armed) {
-            RedisModule_DictDelC(lease_timers, idbuf, idlen, NULL);
-            RedisModule_FreeString(NULL, t->key);
-            RedisModule_FreeString(NULL, t->id);
-            RedisModule_Free(t);
-        }
+        /* Nobody holds it: the entry goes now (a timer that is firing is not
+         * armed, so stopping an armed one never frees a running callback's). */
+        if (t) forget(ctx, t);
     } else if (!(t && t->armed && t->due_ms <= next)) {
         if (t == NULL) {
             t = RedisModule_Calloc(1, sizeof(*t));
@@ -107,25 +117,55 @@ void lease_track(RedisModuleCtx *ctx, RedisModuleString *keyname, const lockv *l
     RedisModule_FreeString(NULL, id);
 }
 
-/* A key was deleted, expired or evicted: forget a lease-timer entry that is
- * not armed (a replica's tracking entry; a primary's armed timer cleans up
- * itself when it fires). */
-static int on_key_gone(RedisModuleCtx *ctx, int type, const char *event, RedisModuleString *keyname) {
+static void arm_or_track(RedisModuleCtx *ctx, int db, RedisModuleString *keyname);
+
+/* Key events (generic, expired, evicted). A key that went (deleted, expired,
+ * evicted, renamed or moved away) drops its lease entry and, outside a cluster,
+ * serves its wait queue at once (the head waiter may take the now-free lock);
+ * a key that
+ * arrived (renamed, moved or copied here) gets its lease timer armed (or, on a
+ * replica, tracked) under its new name and db. */
+static int on_key_event(RedisModuleCtx *ctx, int type, const char *event, RedisModuleString *keyname) {
     (void)type;
-    (void)event;
+    if (strcmp(event, "rename_to") == 0 || strcmp(event, "move_to") == 0 || strcmp(event, "copy_to") == 0) {
+        arm_or_track(ctx, -1, keyname);
+        return REDISMODULE_OK;
+    }
+    if (strcmp(event, "del") != 0 && strcmp(event, "expired") != 0 && strcmp(event, "evicted") != 0 &&
+        strcmp(event, "rename_from") != 0 && strcmp(event, "move_from") != 0)
+        return REDISMODULE_OK;
+    /* Serve the key's waiters now (cheap when nobody waits anywhere). Not in a
+     * cluster: there MIGRATE deletes the key while its slot is still this
+     * node's, and a waiter served then would write into a slot being moved;
+     * waiters there are served at the lease end (or get TRYAGAIN). */
+    if (!mc_cluster_enabled) waitq_kick(ctx, keyname);
     if (RedisModule_DictSize(lease_timers) == 0) return REDISMODULE_OK;
     char stackbuf[128];
     size_t idlen;
     char *idbuf = mc_db_key_buf(RedisModule_GetSelectedDb(ctx), keyname, stackbuf, sizeof(stackbuf), &idlen);
     lease_timer *t = RedisModule_DictGetC(lease_timers, idbuf, idlen, NULL);
-    if (t && !t->armed) {
-        RedisModule_DictDelC(lease_timers, idbuf, idlen, NULL);
-        RedisModule_FreeString(NULL, t->key);
-        RedisModule_FreeString(NULL, t->id);
-        RedisModule_Free(t);
-    }
+    if (t) forget(ctx, t);
     if (idbuf != stackbuf) RedisModule_Free(idbuf);
     return REDISMODULE_OK;
+}
+
+/* FLUSHDB / FLUSHALL: the entries of the flushed db(s) go (no per-key events). */
+static void on_flush(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t sub, void *data) {
+    (void)e;
+    if (sub != REDISMODULE_SUBEVENT_FLUSHDB_END) return;
+    int dbnum = ((RedisModuleFlushInfo *)data)->dbnum; /* -1: every db */
+    size_t n = 0, cap = 16;
+    lease_timer **todo = RedisModule_Alloc(cap * sizeof(*todo));
+    RedisModuleDictIter *it = RedisModule_DictIteratorStartC(lease_timers, "^", NULL, 0);
+    lease_timer *t;
+    while (RedisModule_DictNextC(it, NULL, (void **)&t)) {
+        if (dbnum != -1 && t->db != dbnum) continue;
+        if (n == cap) todo = RedisModule_Realloc(todo, (cap *= 2) * sizeof(*todo));
+        todo[n++] = t;
+    }
+    RedisModule_DictIteratorStop(it);
+    for (size_t i = 0; i < n; i++) forget(ctx, todo[i]);
+    RedisModule_Free(todo);
 }
 
 /* Arm (primary) or track (replica) the lease timer of the lock at db/key. */
@@ -218,8 +258,10 @@ int leases_init(RedisModuleCtx *ctx, lease_end_fn on_end) {
     detached = RedisModule_GetDetachedThreadSafeContext(ctx);
     lock_load_hook = lock_loaded;
     if (RedisModule_SubscribeToKeyspaceEvents(
-            ctx, REDISMODULE_NOTIFY_GENERIC | REDISMODULE_NOTIFY_EXPIRED | REDISMODULE_NOTIFY_EVICTED, on_key_gone) ==
+            ctx, REDISMODULE_NOTIFY_GENERIC | REDISMODULE_NOTIFY_EXPIRED | REDISMODULE_NOTIFY_EVICTED, on_key_event) ==
         REDISMODULE_ERR)
+        return REDISMODULE_ERR;
+    if (RedisModule_SubscribeToServerEvent(ctx, RedisModuleEvent_FlushDB, on_flush) == REDISMODULE_ERR)
         return REDISMODULE_ERR;
     return RedisModule_SubscribeToServerEvent(ctx, RedisModuleEvent_ReplicationRoleChanged, on_role_change);
 }
