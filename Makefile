@@ -7,6 +7,7 @@
 #   make install    copy the module to $(MODULEDIR)
 #   make bench      throughput, CPU and memory against native commands and Lua scripts
 #   make fuzz       run every libFuzzer target for FUZZ_SECONDS (default 600) seconds
+#   make mutants    apply each hand-written bug in tests/mutants/ and check that its tests fail
 #
 # REDISMODULE_H=/path/to/redismodule.h uses that header instead of fetching the
 # installed server's from Debian's redis source package (scripts/fetch-redismodule-h.sh).
@@ -46,7 +47,7 @@ ASAN_MODULE := $(ASAN_DIR)/$(MODULE)
 ASAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
 
 .PHONY: all run test unit unit-valgrind integration integration-asan install clean deps-build deps-run deps-test \
-	bench deps-bench fuzz deps-fuzz
+	bench deps-bench fuzz fuzz-replay deps-fuzz mutants
 
 all: $(MODULE)
 
@@ -55,7 +56,7 @@ deps-build:
 deps-run:
 	@sh scripts/deps.sh build run
 deps-test:
-	@sh scripts/deps.sh build test
+	@sh scripts/deps.sh build test fuzz
 
 $(BUILD)/include/redismodule.h:
 	@mkdir -p $(BUILD)/include
@@ -102,10 +103,11 @@ integration-asan: $(ASAN_MODULE)
 integration: $(MODULE)
 	MCAPTCHA_MODULE=$(CURDIR)/$(MODULE) $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration
 
-# Everything: unit tests (plain and under valgrind), integration tests against
-# the module, then again against the ASan/UBSan build; any failure or report fails.
+# Everything: unit tests (plain and under valgrind), the fuzz reproducers and
+# seed corpora replayed (every loader invariant), integration tests against the
+# module, then again against the ASan/UBSan build; any failure or report fails.
 test: deps-test
-	@$(MAKE) --no-print-directory $(MODULE) unit unit-valgrind integration integration-asan
+	@$(MAKE) --no-print-directory $(MODULE) unit unit-valgrind fuzz-replay integration integration-asan
 
 deps-fuzz:
 	@sh scripts/deps.sh build fuzz
@@ -114,6 +116,14 @@ deps-fuzz:
 FUZZ_SECONDS ?= 600
 fuzz: deps-fuzz | $(REDISMODULE_H)
 	sh tests/fuzz/run.sh $(FUZZ_SECONDS)
+
+# The fuzz targets without fuzzing: reproducers and seed corpora, each input once.
+fuzz-replay: deps-fuzz | $(REDISMODULE_H)
+	FUZZ_REPLAY_ONLY=1 sh tests/fuzz/run.sh 0
+
+# Hand-written mutants (tests/mutants/*.patch): each must make its tests fail.
+mutants: deps-test | $(REDISMODULE_H)
+	sh tests/mutants/run.sh
 
 deps-bench:
 	@sh scripts/deps.sh build bench

@@ -13,6 +13,8 @@
 #   CC=clang-14      the compiler (default: clang)
 #   FUZZ_SKIP_KNOWN=1  skip the checks of findings already reported (README.md)
 #   FUZZ_ARGS="..."  extra libFuzzer flags (e.g. -jobs=2)
+#   FUZZ_REPLAY_ONLY=1  no fuzzing: replay the reproducers and run every seed
+#                    corpus input once (make fuzz-replay, part of make test)
 #   FUZZ_OUT=dir     build and work directory (default: build/fuzz)
 #   REDISMODULE_H=/path/redismodule.h  (default: build/include/redismodule.h,
 #                    fetched by `make` if missing)
@@ -106,10 +108,16 @@ for n in $built; do
             status=1
         fi
     done
-    echo "== fuzz_$n for ${SECONDS_PER_TARGET}s (log: $log)"
-    # shellcheck disable=SC2086
-    "$OUT/fuzz_$n" -max_total_time="$SECONDS_PER_TARGET" -rss_limit_mb=2048 -print_final_stats=1 \
-        -artifact_prefix="$art/" $dict ${FUZZ_ARGS:-} "$work" >"$log" 2>&1
+    if [ -n "${FUZZ_REPLAY_ONLY:-}" ]; then
+        echo "== fuzz_$n: replaying $(ls "$work" | wc -l) corpus inputs (log: $log)"
+        # -runs=0: run each input of the corpus once, no mutation
+        "$OUT/fuzz_$n" -runs=0 -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$art/" "$work" >"$log" 2>&1
+    else
+        echo "== fuzz_$n for ${SECONDS_PER_TARGET}s (log: $log)"
+        # shellcheck disable=SC2086
+        "$OUT/fuzz_$n" -max_total_time="$SECONDS_PER_TARGET" -rss_limit_mb=2048 -print_final_stats=1 \
+            -artifact_prefix="$art/" $dict ${FUZZ_ARGS:-} "$work" >"$log" 2>&1
+    fi
     rc=$?
     execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
     if [ $rc -eq 0 ]; then
