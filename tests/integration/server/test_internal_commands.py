@@ -112,6 +112,12 @@ def test_multi_exec_and_scripts_refused_without_option(servers):
         assert "%s is internal" % call[0] in str(ei.value), (call, ei.value)
         pscript = "return redis.pcall(%s)" % ", ".join("ARGV[%d]" % (i + 1) for i in range(len(call)))
         assert raw_command(s, "EVAL", pscript, 0, *call) == refusal(call[0]), call
+    # and from a function
+    c.execute_command("FUNCTION", "LOAD", "#!lua name=forge\n"
+                      "redis.register_function('forge', function(keys, args) "
+                      "return redis.pcall(unpack(args)) end)")
+    for call in calls:
+        assert raw_command(s, "FCALL", "forge", 0, *call) == refusal(call[0]), call
     assert_unchanged(c, before, keys)
 
 
