@@ -13,7 +13,7 @@
  * Replication: a command that changed something replicates one deterministic
  * command that carries the time it used (never the clock-reading command itself):
  *   ADD_CAPTCHA -> CAPTCHA_SET key <state>      ADD_VISITOR -> VISIT_AT key <now ms>
- *   ADD_CHALLENGE -> CHALLENGE_SET key .. PXAT  RENAME_CAPTCHA -> RENAME old new
+ *   ADD_CHALLENGE -> CHALLENGE_SET key .. PXAT  RENAME_CAPTCHA -> RENAME old new (TTL kept)
  *   DELETE_CAPTCHA, GET_CHALLENGE, DELETE_CHALLENGE -> DEL key
  * Reads replicate nothing. */
 #include <stdio.h>
@@ -25,6 +25,7 @@
 #include "server/args.h"
 #include "server/clock.h"
 #include "server/cluster.h"
+#include "server/internal.h"
 #include "server/keys.h"
 
 /* ==== Helpers ==== */
@@ -264,8 +265,9 @@ static int DeleteCaptcha_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **a
 }
 
 /* MCAPTCHA_CACHE.RENAME_CAPTCHA <old name> <new name>
- * Moves the whole state, live count included. OK when <old> does not exist (as
- * the original did); an error when <new> exists. */
+ * Moves the whole state, live count included, and its TTL (as RENAME does, which
+ * is what replicas and the AOF get). OK when <old> does not exist (as the original
+ * did); an error when <new> exists. */
 static int RenameCaptcha_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc != 3) return RedisModule_WrongArity(ctx);
     RedisModuleString *oldname = captcha_key_or_reply(ctx, argv[1]);
@@ -298,7 +300,9 @@ static int RenameCaptcha_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **a
         RedisModule_ReplyWithError(ctx, ERR_NOMEM);
         goto out;
     }
+    mstime_t expire_at = RedisModule_GetAbsExpire(from);
     RedisModule_ModuleTypeSetValue(to, CaptchaType, moved);
+    if (expire_at != REDISMODULE_NO_EXPIRE) RedisModule_SetAbsExpire(to, expire_at);
     RedisModule_DeleteKey(from);
     RedisModule_Replicate(ctx, "RENAME", "ss", oldname, newname);
     RedisModule_ReplyWithSimpleString(ctx, "OK");
@@ -395,11 +399,14 @@ static int DeleteChallenge_RedisCommand(RedisModuleCtx *ctx, RedisModuleString *
     return take_challenge(ctx, argv, argc, 0);
 }
 
-/* ==== Internal commands (argument 1 is the real key) ==== */
+/* ==== Internal commands (argument 1 is the real key) ====
+ * Clients are refused unless the module was loaded with INTERNAL-COMMANDS yes
+ * (server/internal.h). */
 
 /* MCAPTCHA_CACHE.VISIT_AT <key> <unix ms>
  * One visit as if the clock read <unix ms>. Reply: integer count after it. */
 static int VisitAt_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (!mc_internal_allowed_or_reply(ctx, CMD_VISIT_AT)) return REDISMODULE_OK;
     if (argc != 3) return RedisModule_WrongArity(ctx);
     uint64_t at;
     if (parse_time_ms(argv[2], &at) != 0) return RedisModule_ReplyWithError(ctx, ERR_BAD_TIME);
@@ -427,6 +434,7 @@ static int VisitAt_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, i
  *                            <last ms> <nslots> [<slot> <count>]...
  * Replaces <key> with exactly this captcha state (AOF rewrite, replication). */
 static int CaptchaSet_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (!mc_internal_allowed_or_reply(ctx, CMD_CAPTCHA_SET)) return REDISMODULE_OK;
     if (argc < 8) return RedisModule_WrongArity(ctx);
     const char *err;
     captcha *c = captcha_from_args(argv + 2, argc - 2, &err);
@@ -450,6 +458,7 @@ static int CaptchaSet_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv
 /* MCAPTCHA_CACHE.CHALLENGE_SET <key> <difficulty> <duration s> [PXAT <unix ms>]
  * Replaces <key> with this challenge, expiring at PXAT (else no TTL). */
 static int ChallengeSet_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (!mc_internal_allowed_or_reply(ctx, CMD_CHALLENGE_SET)) return REDISMODULE_OK;
     if (argc != 4 && argc != 6) return RedisModule_WrongArity(ctx);
     long long df, dur;
     uint64_t pxat = 0;

@@ -2,11 +2,10 @@
 #include "lock/fencing.h"
 
 #include "core/lock.h"
-
-#define FENCING_MARGIN_US (10ULL * 1000 * 1000) /* after a promotion: clocks may differ this much */
+#include "server/clock.h"
 
 static uint64_t token_floor_us; /* raised on promotion */
-static uint64_t max_token_seen; /* every token issued or loaded here: new ones go above */
+static uint64_t max_token_seen; /* tokens issued or loaded here, each capped at the clock + margin when seen */
 
 uint64_t fencing_floor(uint64_t now_us) {
     uint64_t f = now_us > token_floor_us ? now_us : token_floor_us;
@@ -14,6 +13,8 @@ uint64_t fencing_floor(uint64_t now_us) {
 }
 
 void fencing_saw(uint64_t t) {
+    uint64_t cap = mc_now_us() + FENCING_MARGIN_US;
+    if (t > cap) t = cap;
     if (t > max_token_seen && t <= LOCK_MAX_TOKEN) max_token_seen = t;
 }
 

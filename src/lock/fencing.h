@@ -1,20 +1,32 @@
 /* fencing.h -- where the lock family's fencing tokens come from.
  *
- * A grant's token is max(the key's last token + 1, fencing_floor(now)): above the
- * clock in microseconds (so tokens grow across restarts and deleted keys), above
- * every token this process has issued or loaded (the clock has millisecond
- * resolution on Redis 7.0), and, after this node was promoted to primary, above
- * its clock plus a margin (grants its old primary made but never replicated may
- * have used tokens up to that primary's clock). core/lock.h applies it. */
+ * A grant's token is max(the key's last token + 1, fencing_floor(now)). The key's
+ * last token (persisted and replicated with it) makes its tokens grow; the floor
+ * makes them grow across a DEL and re-create, a restart or a failover:
+ *   - the clock in microseconds;
+ *   - after this node was promoted to primary, its clock plus a margin (grants its
+ *     old primary made but never replicated may have used tokens up to that
+ *     primary's clock);
+ *   - one above the highest token this process issued or loaded (the clock has
+ *     millisecond resolution on Redis 7.0, so a key deleted and re-created within
+ *     a millisecond would otherwise repeat a token) -- but what it learns is
+ *     capped at the clock plus FENCING_MARGIN_US when seen. A token further ahead
+ *     than that (a forged LOCK.STATE, a migrated counter, a primary whose clock is
+ *     far off) raises its own key only: one key cannot push every key's tokens to
+ *     LOCK_MAX_TOKEN. The floor therefore stays within the clock + the margin.
+ * core/lock.h applies it. */
 #ifndef MC_LOCK_FENCING_H
 #define MC_LOCK_FENCING_H
 
 #include <stdint.h>
 
+#define FENCING_MARGIN_US (10ULL * 1000 * 1000) /* clocks of two nodes may differ this much */
+
 /* The smallest token a new grant may take at now_us (Unix microseconds). */
 uint64_t fencing_floor(uint64_t now_us);
 
-/* A token was issued, loaded or replicated here: later floors go above it. */
+/* A token was issued, loaded or replicated here: later floors go above it, or
+ * above the clock + FENCING_MARGIN_US when it is further ahead than that. */
 void fencing_saw(uint64_t token);
 
 /* This node became a primary at now_us: tokens start beyond its clock + margin. */

@@ -33,6 +33,7 @@
 #include "server/args.h"
 #include "server/clock.h"
 #include "server/errors.h"
+#include "server/internal.h"
 #include "server/waitq.h"
 
 #define ERR_NOT_OWNER "ERR the lock is not held by this owner"
@@ -171,8 +172,9 @@ static int LockInspect_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **arg
 }
 
 /* LOCK.STATE <key> <permits> <last token> <nholders> [<owner> <lease end unix ms> <count> <token>]...
- * Internal (replication, AOF): replaces <key> with exactly this lock state. */
+ * Internal (replication, AOF; server/internal.h): replaces <key> with exactly this lock state. */
 static int LockState_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (!mc_internal_allowed_or_reply(ctx, CMD_LOCK_STATE)) return REDISMODULE_OK;
     if (argc < 5) return RedisModule_WrongArity(ctx);
     const char *err;
     lockv *l = lock_from_args(argv + 2, argc - 2, &err);

@@ -91,13 +91,21 @@ RedisModuleString **lock_state_args(const lockv *l, size_t *n) {
     return argv;
 }
 
+/* The error texts below name LOCK_MAX_TOKEN's value. */
+_Static_assert(LOCK_MAX_TOKEN == 4611686018427387904ULL, "update the token range in lock_from_args' errors");
+
 lockv *lock_from_args(RedisModuleString **argv, int argc, const char **err) {
     uint64_t permits, last, n;
     *err = "expected permits last_token nholders [owner expires_ms count token]... [EPHEMERAL]";
     int ephemeral = argc > 0 && mc_is_word(argv[argc - 1], "EPHEMERAL");
     if (ephemeral) argc--;
-    if (argc < 3 || mc_parse_u64(argv[0], 1, LOCK_MAX_PERMITS, &permits) || mc_parse_u64(argv[1], 0, LOCK_MAX_TOKEN, &last) ||
-        mc_parse_u64(argv[2], 0, LOCK_MAX_PERMITS, &n) || (uint64_t)argc != 3 + 4 * n)
+    if (argc < 3) return NULL;
+    if (mc_parse_u64(argv[1], 0, LOCK_MAX_TOKEN, &last)) {
+        *err = "last_token must be an integer from 0 to 4611686018427387904 (2^62, the largest fencing token)";
+        return NULL;
+    }
+    if (mc_parse_u64(argv[0], 1, LOCK_MAX_PERMITS, &permits) || mc_parse_u64(argv[2], 0, LOCK_MAX_PERMITS, &n) ||
+        (uint64_t)argc != 3 + 4 * n)
         return NULL;
     lockv *l = lock_new((uint32_t)permits);
     l->last_token = last;

@@ -6,16 +6,20 @@
  *   RL.WINDOW_HIT <key> <window ms> <limit> <unix ms> <cost> <0>
  *   RL.WINDOW_SET <key> <window ms> <limit> <last unix ms> <nslots> [<slot> <count>]...
  *
- * Each replaces or updates the key exactly and replicates itself verbatim. */
+ * Each replaces or updates the key exactly and replicates itself verbatim. Clients
+ * are refused unless the module was loaded with INTERNAL-COMMANDS yes
+ * (server/internal.h). */
 #include <stdio.h>
 
 #include "ratelimit/ratelimit_glue.h"
 #include "server/args.h"
 #include "server/errors.h"
+#include "server/internal.h"
 
 /* RL.GCRA_SET <key> <tat unix us> <emission us> <limit>
  * Replaces <key> with this GCRA state, expiring at the TAT. */
 static int GcraSet_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (!mc_internal_allowed_or_reply(ctx, CMD_GCRA_SET)) return REDISMODULE_OK;
     if (argc != 5) return RedisModule_WrongArity(ctx);
     uint64_t tat, t, limit;
     gcra_params p;
@@ -39,6 +43,7 @@ static int GcraSet_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, i
 /* RL.WINDOW_HIT <key> <window ms> <limit> <unix ms> <cost> <0>
  * Adds <cost> hits at <unix ms> unconditionally (what an allowed RL.WINDOW did). */
 static int WindowHit_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (!mc_internal_allowed_or_reply(ctx, CMD_WINDOW_HIT_NAME)) return REDISMODULE_OK;
     if (argc != 7) return RedisModule_WrongArity(ctx);
     uint64_t window, limit, at, cost, zero;
     lbucket probe;
@@ -78,6 +83,7 @@ static int WindowHit_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv,
 /* RL.WINDOW_SET <key> <window ms> <limit> <last unix ms> <nslots> [<slot> <count>]...
  * Replaces <key> with exactly this window state (AOF rewrite, refunds). */
 static int WindowSet_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (!mc_internal_allowed_or_reply(ctx, CMD_WINDOW_SET)) return REDISMODULE_OK;
     if (argc < 6) return RedisModule_WrongArity(ctx);
     const char *err;
     window_value *v = window_from_args(argv + 2, argc - 2, &err);

@@ -106,7 +106,9 @@ class Cluster:
         self.nprimaries = primaries
         self.nreplicas = replicas_per_primary
         self.node_timeout_ms = node_timeout_ms
-        self.mgr = ServerManager(module=module, base_dir=self.base_dir, prefix="node")
+        # the internal commands open to clients, as for the standalone fixtures (conftest.py)
+        self.mgr = ServerManager(module=module, base_dir=self.base_dir, prefix="node",
+                                 module_args=("INTERNAL-COMMANDS", "yes"))
         self.nodes = []          # RedisServer, in start order
         self._client = None
         self._conns = {}

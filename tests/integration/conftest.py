@@ -2,6 +2,10 @@
 
 The module is read from $MCAPTCHA_MODULE, default <repo root>/mcaptcha_cache.so.
 A missing module fails every test at setup (it does not skip).
+
+Servers load it with INTERNAL_ARGS (the internal commands open to clients, so
+tests may write exact states with LOCK.STATE, RL.GCRA_SET, ...); a test of the
+default refusal starts its server with ``servers.new(module_args=())``.
 """
 
 import os
@@ -11,6 +15,9 @@ import logging
 import pytest
 
 from servers import ServerManager, wait_replicas_synced
+
+# The load option that lets clients call the internal commands (server/internal.h).
+INTERNAL_ARGS = ("INTERNAL-COMMANDS", "yes")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -71,7 +78,7 @@ def _finish(mgr):
 def servers(module_path, tmp_path, request):
     """A ServerManager for this test: servers.new(**options) starts one.
     Every server is killed at teardown; one that died by itself fails the test."""
-    mgr = ServerManager(module=module_path, base_dir=str(tmp_path / "servers"))
+    mgr = ServerManager(module=module_path, base_dir=str(tmp_path / "servers"), module_args=INTERNAL_ARGS)
     _register_manager(request.node, mgr)
     yield mgr
     _finish(mgr)
@@ -79,7 +86,8 @@ def servers(module_path, tmp_path, request):
 
 class _SharedServer:
     def __init__(self, module_path, base_dir):
-        self.mgr = ServerManager(module=module_path, base_dir=base_dir, prefix="shared")
+        self.mgr = ServerManager(module=module_path, base_dir=base_dir, prefix="shared",
+                                 module_args=INTERNAL_ARGS)
         self.server = None
 
     def get(self):

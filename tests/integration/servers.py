@@ -360,10 +360,16 @@ def wait_replicas_synced(primary, replicas, timeout=20.0):
 
 # ---------------------------------------------------------------- the manager
 class ServerManager:
-    """Creates servers under one base directory and stops them all at cleanup."""
+    """Creates servers under one base directory and stops them all at cleanup.
 
-    def __init__(self, module=None, base_dir=None, prefix="redis"):
+    ``module`` / ``module_args``: what ``new()`` loads by default. The default
+    ``module_args`` apply only to the default module: ``new(module_args=())``
+    starts a server with the default module and no arguments, ``new(module=...)``
+    loads another module with the arguments given there (none unless given)."""
+
+    def __init__(self, module=None, base_dir=None, prefix="redis", module_args=()):
         self.module = module
+        self.module_args = list(module_args)
         self.base_dir = base_dir or tempfile.mkdtemp(prefix="redis-servers-")
         self.prefix = prefix
         self.servers = []
@@ -375,6 +381,7 @@ class ServerManager:
         dir = dir or os.path.join(self.base_dir, name)
         if module == "default":
             module = self.module
+            kw.setdefault("module_args", self.module_args)
         s = RedisServer(dir, module=module, name=name, **kw)
         self.servers.append(s)
         if start:
