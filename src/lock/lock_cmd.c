@@ -188,7 +188,11 @@ static int LockState_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv,
         lock_free(l);
         return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
     }
+    /* Setting a value drops the key's TTL; LOCK.STATE updates a lock in place,
+     * as the command it stands for did on the primary: keep the TTL. */
+    mstime_t expire_at = RedisModule_GetAbsExpire(key);
     RedisModule_ModuleTypeSetValue(key, LockType, l);
+    if (expire_at != REDISMODULE_NO_EXPIRE) RedisModule_SetAbsExpire(key, expire_at);
     fencing_saw(l->last_token);
     if (RedisModule_GetContextFlags(ctx) & REDISMODULE_CTX_FLAGS_SLAVE)
         lease_track(ctx, argv[1], l); /* a replica ends nothing itself, but remembers for a promotion */
