@@ -172,7 +172,8 @@ static int LockInspect_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **arg
 }
 
 /* LOCK.STATE <key> <permits> <last token> <nholders> [<owner> <lease end unix ms> <count> <token>]...
- * Internal (replication, AOF; server/internal.h): replaces <key> with exactly this lock state. */
+ * Internal (replication, AOF; server/internal.h): replaces <key>'s value with exactly this
+ * lock state, keeping the key's TTL (as the lock command it replicates did on the primary). */
 static int LockState_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (!mc_internal_allowed_or_reply(ctx, CMD_LOCK_STATE)) return REDISMODULE_OK;
     if (argc < 5) return RedisModule_WrongArity(ctx);
