@@ -1,6 +1,7 @@
 /* acquire.c -- acquiring, immediately or from the wait queue; see acquire.h. */
 #include "lock/acquire.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "lock/fencing.h"
@@ -18,11 +19,20 @@ typedef struct lock_reply {
     int rl_style;       /* reply in the rate limits' shape */
     long long remaining;/* permits free after this call */
     long long reset_ms; /* until every lease has ended */
+    uint32_t permits;   /* error 3: the semaphore's size */
 } lock_reply;
 
 static int reply_acquire(RedisModuleCtx *ctx, const lock_reply *r) {
     if (r->error == 2)
         return RedisModule_ReplyWithError(ctx, "ERR the lock's fencing tokens are exhausted; delete the key to reset it");
+    if (r->error == 3) {
+        char buf[200];
+        snprintf(buf, sizeof(buf),
+                 "ERR PERMITS differs from the semaphore's size (%u) while it is held; "
+                 "the size changes only once every permit is released",
+                 r->permits);
+        return RedisModule_ReplyWithError(ctx, buf);
+    }
     if (r->error) return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
     if (r->rl_style) {
         rl_stat(RL_STAT_CONCURRENCY, r->granted);
@@ -60,6 +70,14 @@ static int try_acquire(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleStri
         created = 1;
     } else {
         l = RedisModule_ModuleTypeGetValue(key);
+        if (!req->ephemeral && l->nholders > 0 && l->permits != req->permits) {
+            /* A semaphore's size is fixed while it is held (a concurrency limit
+             * takes the limit of each call). */
+            out->error = 3;
+            out->rl_style = req->rl_style;
+            out->permits = l->permits;
+            return 1;
+        }
     }
     uint32_t old_permits = l->permits;
     l->permits = (uint32_t)req->permits;
@@ -106,7 +124,7 @@ static int lock_try_serve(RedisModuleCtx *ctx, RedisModuleString *keyname, void 
     lock_req *req = reqp;
     lock_reply *rep = RedisModule_Calloc(1, sizeof(*rep));
     RedisModuleKey *key;
-    if (lock_open(ctx, keyname, REDISMODULE_READ | REDISMODULE_WRITE, &key) != 0) {
+    if (lock_open_kind(ctx, keyname, REDISMODULE_READ | REDISMODULE_WRITE, req->ephemeral, &key) != 0) {
         rep->error = 1;
         *reply = rep;
         return 1;
@@ -153,7 +171,7 @@ int lock_acquire_flow(RedisModuleCtx *ctx, RedisModuleString *keyname, lock_req 
     const char *owner = req.owner;
     uint64_t now_us = mc_now_us();
     RedisModuleKey *key;
-    if (lock_open(ctx, keyname, REDISMODULE_READ | REDISMODULE_WRITE, &key) != 0)
+    if (lock_open_kind(ctx, keyname, REDISMODULE_READ | REDISMODULE_WRITE, req.ephemeral, &key) != 0)
         return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
     int may_wait = wait_ms > 0 && waitq_can_block(ctx);
     lock_reply rep = {.token = -1, .ms = -1, .rl_style = req.rl_style};

@@ -78,7 +78,7 @@ static int LockAcquire_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **arg
  * held nothing, -2 after replying WRONGTYPE. */
 static int release_hold(RedisModuleCtx *ctx, RedisModuleString **argv, int all) {
     RedisModuleKey *key;
-    if (lock_open(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE, &key) != 0) {
+    if (lock_open_kind(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE, all, &key) != 0) {
         RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
         return -2;
     }
@@ -122,7 +122,7 @@ static int LockExtend_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv
     uint64_t lease;
     if (mc_parse_u64(argv[3], 1, LOCK_MAX_LEASE_MS, &lease)) return mc_reply_range(ctx, "lease (milliseconds)", 1, LOCK_MAX_LEASE_MS);
     RedisModuleKey *key;
-    if (lock_open(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE, &key) != 0)
+    if (lock_open_kind(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE, 0, &key) != 0)
         return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
     uint64_t now_ms = mc_now_ms();
     lock_expire_leases(ctx, key, argv[1], now_ms);
@@ -145,7 +145,7 @@ static int LockExtend_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv
 static int LockInspect_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc != 2) return RedisModule_WrongArity(ctx);
     RedisModuleKey *key;
-    if (lock_open(ctx, argv[1], REDISMODULE_READ, &key) != 0)
+    if (lock_open_kind(ctx, argv[1], REDISMODULE_READ, 0, &key) != 0)
         return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
     if (RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_EMPTY) {
         RedisModule_CloseKey(key);

@@ -12,6 +12,17 @@ int lock_open(RedisModuleCtx *ctx, RedisModuleString *keyname, int mode, RedisMo
     return mc_open_typed(ctx, keyname, mode, LockType, key);
 }
 
+int lock_open_kind(RedisModuleCtx *ctx, RedisModuleString *keyname, int mode, int ephemeral, RedisModuleKey **key) {
+    if (lock_open(ctx, keyname, mode, key) != 0) return -1;
+    if (*key && RedisModule_KeyType(*key) != REDISMODULE_KEYTYPE_EMPTY &&
+        ((lockv *)RedisModule_ModuleTypeGetValue(*key))->ephemeral != (uint32_t)(ephemeral != 0)) {
+        RedisModule_CloseKey(*key);
+        *key = NULL;
+        return -1;
+    }
+    return 0;
+}
+
 static void replicate_state(RedisModuleCtx *ctx, RedisModuleString *keyname, const lockv *l) {
     size_t n;
     RedisModuleString **args = lock_state_args(l, &n);

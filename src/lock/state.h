@@ -17,6 +17,11 @@ extern lock_counters lock_stats;
 /* Open a lock key, checking its type. 0, or -1 when it holds another type. */
 int lock_open(RedisModuleCtx *ctx, RedisModuleString *keyname, int mode, RedisModuleKey **key);
 
+/* The same for one family's commands: a lock or semaphore (ephemeral 0, the
+ * LOCK.* commands) or a concurrency limit (ephemeral 1, RL.CONCURRENCY*). Also
+ * -1 (closed) when the key holds the other kind: the caller replies WRONGTYPE. */
+int lock_open_kind(RedisModuleCtx *ctx, RedisModuleString *keyname, int mode, int ephemeral, RedisModuleKey **key);
+
 /* After a change to the lock at `key` (open for writing): an ephemeral lock (a
  * concurrency limit) that nobody holds is deleted, so idle limits cost no
  * memory; any other is kept with its last fencing token. Replicates the result
