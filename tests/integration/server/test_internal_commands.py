@@ -164,7 +164,13 @@ def test_aof_restart_without_option_replays_internal_commands(aof_server, preamb
     assert c.execute_command("RL.WINDOW", "wn", 10, HOUR_MS)[0] == 1
     assert c.execute_command("RL.REFUND", "wr", 1) == 1
     c.execute_command(ADD_VISITOR, "site")
-    keys.append("lk2")
+    # a MULTI/EXEC: the AOF holds it as MULTI, internal commands, EXEC
+    p = c.pipeline(transaction=True)
+    p.execute_command("LOCK.ACQUIRE", "lk3", "o", HOUR_MS)
+    p.execute_command(ADD_VISITOR, "site")
+    p.execute_command("RL.GCRA", "gc", 5, HOUR_MS)
+    assert p.execute()[0][0] == 1
+    keys += ["lk2", "lk3"]
     want = {k: digest_value(c, k) for k in keys}
     want_all = db_digest(c)
     s.restart()
