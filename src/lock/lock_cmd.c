@@ -145,7 +145,7 @@ static int LockExtend_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv
 static int LockInspect_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc != 2) return RedisModule_WrongArity(ctx);
     RedisModuleKey *key;
-    if (lock_open_kind(ctx, argv[1], REDISMODULE_READ, 0, &key) != 0)
+    if (lock_open(ctx, argv[1], REDISMODULE_READ, &key) != 0)
         return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
     if (RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_EMPTY) {
         RedisModule_CloseKey(key);

@@ -1,6 +1,7 @@
 """Locks (and semaphores) and concurrency limits share a module type but not
-their keys: a key made by one family answers WRONGTYPE to the other's commands
-and changes nothing. A semaphore's size is fixed while it is held."""
+their keys: a key made by one family answers WRONGTYPE to the other's writing
+commands and changes nothing (LOCK.INSPECT, read-only, shows either kind). A
+semaphore's size is fixed while it is held."""
 
 import pytest
 import redis
@@ -10,7 +11,6 @@ LOCK_CMDS = [
     ("LOCK.ACQUIRE", "{k}", "o2", 10000, "PERMITS", 2),
     ("LOCK.RELEASE", "{k}", "h"),
     ("LOCK.EXTEND", "{k}", "h", 10000),
-    ("LOCK.INSPECT", "{k}"),
 ]
 CC_CMDS = [
     ("RL.CONCURRENCY", "{k}", "h2", 10000, 2),
@@ -59,3 +59,10 @@ def test_semaphore_size_is_fixed_while_held(r):
     assert r.execute_command("LOCK.RELEASE", "fam:sem", "b") == 0
     assert r.execute_command("LOCK.ACQUIRE", "fam:sem", "c", 10000, "PERMITS", 3)[0] == 1
     assert r.execute_command("LOCK.INSPECT", "fam:sem")[0] == 3
+
+
+def test_inspect_shows_a_concurrency_key(r):
+    r.delete("fam:cc2")
+    assert r.execute_command("RL.CONCURRENCY", "fam:cc2", "h", 10000, 2)[0] == 1
+    v = r.execute_command("LOCK.INSPECT", "fam:cc2")
+    assert v[0] == 2 and [h[0] for h in v[3]] == [b"h"]
