@@ -88,6 +88,14 @@ static int ClThrottle_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv
         RedisModule_CloseKey(key);
         return rl_reply_error(ctx, RL_ERR_OVERFLOW);
     }
+    if (quantity > 0 && waitq_busy(ctx, argv[1]) && !(g.limited && g.retry_after_us < 0)) {
+        /* One rule (waitq.h): not before the clients waiting on the key. */
+        int64_t retry = g.limited ? g.retry_after_us : 0;
+        int64_t queue_us = (int64_t)waitq_next_try_ms(ctx, argv[1], now_us / 1000) * 1000;
+        if (queue_us > retry) retry = queue_us;
+        g.retry_after_us = retry > 0 ? retry : 1;
+        g.limited = 1;
+    }
     if (!g.limited && quantity > 0) rl_store_gcra(ctx, key, argv[1], g.tat_us, &r.gcra);
     RedisModule_CloseKey(key);
     rl_stat(RL_STAT_THROTTLE, !g.limited);
@@ -390,6 +398,8 @@ static int Multi_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int
     for (uint64_t i = 0; i < n; i++) {
         int rc = rl_eval(ctx, keys[i], &reqs[i], now_us, 0, &res);
         if (rc != RL_OK) return rl_reply_error(ctx, rc);
+        if (cost > 0 && waitq_busy(ctx, keys[i])) /* one rule (waitq.h): not before the waiters */
+            refuse_behind_queue(&res, waitq_next_try_ms(ctx, keys[i], now_us / 1000));
         if (!res.allowed) {
             if (!refused) refused = (int)i + 1;
             if (res.retry_after_ms < 0) never = 1;

@@ -207,6 +207,26 @@ def test_rate_limit_newcomer_is_refused_while_the_queue_waits(server, r, kind):
     assert collect([w])[0][0] == 1
 
 
+def test_throttle_and_multi_do_not_overtake_gcra_waiters(server, r):
+    """CL.THROTTLE and RL.MULTI on a key with waiters follow the same rule."""
+    cmd = ("RL.GCRA", "k", 1, 60000)  # capacity 1, one per 60 s
+    assert r.execute_command(*cmd)[0] == 1
+    w = send(server, *cmd, "WAIT", 10000)
+    wait_for(lambda: blocked(server) == 1, what="the waiter to block")
+    p = r.pipeline(transaction=False)
+    p.execute_command("RL.REFUND", "k", 1)
+    p.execute_command("CL.THROTTLE", "k", 0, 1, 60)
+    p.execute_command("RL.MULTI", 1, 1, "k", "GCRA", 1, 60000)
+    refund, throttle, multi = p.execute()
+    assert refund == 1
+    assert throttle[0] == 1 and throttle[3] >= 1, "CL.THROTTLE overtook the waiter: %r" % throttle
+    assert multi[:2] == [0, 1] and multi[2] >= 1, "RL.MULTI overtook the waiter: %r" % multi
+    assert collect([w])[0][0] == 1
+    # no queue any more: the same calls are answered on the state alone
+    assert r.execute_command("CL.THROTTLE", "k", 0, 1, 60)[0] == 1
+    assert r.execute_command("RL.GCRA_PEEK", "k", 1, 60000)[0] == 0
+
+
 def test_lock_newcomer_refused_behind_the_queue_says_when(server, r):
     """A semaphore of 2: both held, a client waits; one permit frees and a
     newcomer comes before the queue is served: it is refused with the ms until
