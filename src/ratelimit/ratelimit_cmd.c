@@ -6,7 +6,9 @@
  *   RL.REFUND    give units back, never below empty
  *   RL.MULTI     several limits, all or none, in one command
  *
- * WAIT blocks on the FIFO queues of server/waitq.c; limiter.c evaluates each
+ * WAIT blocks on the FIFO queues of server/waitq.c, and while clients wait on a
+ * key no later call (RL.GCRA, RL.WINDOW, CL.THROTTLE, RL.MULTI) is served before
+ * them: it queues (WAIT) or is refused with a retry estimate. limiter.c evaluates each
  * request, ratelimit_state_cmd.c has the internal commands. Every reply of the native family is [allowed, remaining, retry_after_ms,
  * reset_after_ms]. A refused request writes nothing and replicates nothing; an
  * allowed one replicates its resulting state with absolute times (never the

@@ -41,12 +41,12 @@ struct waitq {
     int timer_armed;
 };
 
-/* What a waiter's reply callback gets: the one answer of its wait. */
+/* What a waiter's reply callback gets: the one answer of its wait, built when
+ * it was answered (granted, refused for good, or timed out: ops->timed_out). */
 typedef struct served {
     const waitq_ops *ops;
-    void *reply;        /* the family's reply (served, or timed out), or NULL with `error` */
+    void *reply;        /* the family's reply, or NULL with `error` */
     const char *error;  /* a static error reply instead */
-    int timed_out;      /* the private marker: `reply` is the family's timeout reply */
 } served;
 
 #define ERR_SLOT_MOVED "TRYAGAIN the key's hash slot moved to another node while this client waited; retry"
@@ -138,12 +138,11 @@ static void schedule(RedisModuleCtx *ctx, waitq *q, uint64_t now_ms) {
 }
 
 /* Unblock `w` (already out of its queue) with its one answer, and free it. */
-static void answer(waiter *w, void *reply, const char *error, int timed_out) {
+static void answer(waiter *w, void *reply, const char *error) {
     served *s = RedisModule_Calloc(1, sizeof(*s));
     s->ops = w->ops;
     s->reply = reply;
     s->error = error;
-    s->timed_out = timed_out;
     RedisModule_UnblockClient(w->bc, s);
     free_waiter(w);
 }
@@ -162,7 +161,7 @@ static void expire_due(RedisModuleCtx *ctx, waitq *q, uint64_t now_us) {
             continue;
         }
         unlink_waiter(w);
-        answer(w, w->ops->timed_out(ctx, q->key, w->req, now_us), NULL, 1);
+        answer(w, w->ops->timed_out(ctx, q->key, w->req, now_us), NULL);
     }
     q->min_deadline = min;
 }
@@ -193,7 +192,7 @@ static void serve(RedisModuleCtx *ctx, void *data) {
         while (q->head) {
             waiter *w = q->head;
             unlink_waiter(w);
-            answer(w, NULL, ERR_SLOT_MOVED, 0);
+            answer(w, NULL, ERR_SLOT_MOVED);
         }
     } else {
         q->retry_at = 0;
@@ -206,7 +205,7 @@ static void serve(RedisModuleCtx *ctx, void *data) {
                 break;
             }
             unlink_waiter(w);
-            answer(w, reply, NULL, 0);
+            answer(w, reply, NULL);
         }
     }
     RedisModule_SelectDb(ctx, saved_db);
