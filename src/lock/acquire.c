@@ -39,7 +39,8 @@ static int reply_acquire(RedisModuleCtx *ctx, const lock_reply *r) {
         RedisModule_ReplyWithArray(ctx, 4);
         RedisModule_ReplyWithLongLong(ctx, r->granted);
         RedisModule_ReplyWithLongLong(ctx, r->remaining);
-        RedisModule_ReplyWithLongLong(ctx, r->granted ? -1 : r->ms);
+        /* refused: until the earliest lease ends, 0 when nobody holds a slot */
+        RedisModule_ReplyWithLongLong(ctx, r->granted ? -1 : r->ms < 0 ? 0 : r->ms);
         return RedisModule_ReplyWithLongLong(ctx, r->reset_ms);
     }
     RedisModule_ReplyWithArray(ctx, 3);
@@ -48,12 +49,37 @@ static int reply_acquire(RedisModuleCtx *ctx, const lock_reply *r) {
     return RedisModule_ReplyWithLongLong(ctx, r->ms);
 }
 
-/* The latest lease end (Unix ms), 0 when nobody holds the lock. */
-static uint64_t latest_expiry(const lockv *l) {
-    uint64_t e = 0;
-    for (uint32_t i = 0; i < l->nholders; i++)
-        if (l->holders[i].expires_ms > e) e = l->holders[i].expires_ms;
-    return e;
+/* The leases of `l` still running at now_ms (ended ones not yet dropped are
+ * ignored, so this only reads): how many, and the earliest and latest end
+ * (*first = *last = 0 when none). */
+static uint32_t live_bounds(const lockv *l, uint64_t now_ms, uint64_t *first, uint64_t *last) {
+    uint32_t n = 0;
+    *first = *last = 0;
+    for (uint32_t i = 0; l && i < l->nholders; i++) {
+        uint64_t e = l->holders[i].expires_ms;
+        if (e <= now_ms) continue;
+        n++;
+        if (*first == 0 || e < *first) *first = e;
+        if (e > *last) *last = e;
+    }
+    return n;
+}
+
+/* Fill `out` as the refusal of `req` at now_ms on the lock `l` (NULL: no such
+ * lock), with `queued` clients waiting ahead: ms until the earliest lease ends
+ * (-1 when nobody holds it), until every lease ends, and the permits a
+ * newcomer could still take (those not held nor waited for). */
+static void refuse(const lockv *l, const lock_req *req, uint64_t now_ms, long long queued, lock_reply *out) {
+    uint64_t first, last;
+    long long live = live_bounds(l, now_ms, &first, &last);
+    out->error = 0;
+    out->granted = 0;
+    out->token = -1;
+    out->rl_style = req->rl_style;
+    out->ms = first ? (long long)(first - now_ms) : -1;
+    out->reset_ms = last ? (long long)(last - now_ms) : 0;
+    out->remaining = (long long)req->permits - live - queued;
+    if (out->remaining < 0) out->remaining = 0;
 }
 
 /* Try `req` on the open lock key. Returns 1 when answered (granted or refused for
@@ -97,7 +123,9 @@ static int try_acquire(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleStri
         if (created) RedisModule_ModuleTypeSetValue(key, LockType, l);
         out->remaining = (long long)l->permits - (long long)lock_live_holders(l, now_ms);
         if (out->remaining < 0) out->remaining = 0;
-        out->reset_ms = (long long)(latest_expiry(l) - now_ms);
+        uint64_t first, last;
+        live_bounds(l, now_ms, &first, &last);
+        out->reset_ms = last > now_ms ? (long long)(last - now_ms) : 0;
         lock_commit(ctx, key, keyname, l, now_ms);
         if (req->client_id && o == LOCK_GRANTED) session_add(ctx, req->client_id, keyname, req->owner, req->owner_len);
         lock_stats.grants++;
@@ -107,15 +135,9 @@ static int try_acquire(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleStri
         return 1;
     }
     /* Not granted: nothing changes (permits as they were). */
-    uint64_t next = created ? 0 : lock_next_expiry(l);
-    uint64_t last = created ? 0 : latest_expiry(l);
+    refuse(created ? NULL : l, req, now_ms, 0, out);
     if (created) lock_free(l);
     else l->permits = old_permits;
-    out->granted = 0;
-    out->token = -1;
-    out->remaining = 0;
-    out->reset_ms = last > now_ms ? (long long)(last - now_ms) : 0;
-    out->ms = next > now_ms ? (long long)(next - now_ms) : -1;
     return o == LOCK_OWNED; /* held by this owner already: waiting would not help */
 }
 
@@ -144,12 +166,24 @@ static int lock_reply_fn(RedisModuleCtx *ctx, void *reply) {
     return reply_acquire(ctx, reply);
 }
 
-static int lock_timeout_reply(RedisModuleCtx *ctx, RedisModuleString *key, void *reqp) {
-    (void)key;
+/* A waiter's wait ended unserved: LOCK.ACQUIRE answers [0, -1, -1] (README);
+ * RL.CONCURRENCY its refusal with estimates read from the lock as it is. */
+static void *lock_timed_out(RedisModuleCtx *ctx, RedisModuleString *keyname, void *reqp, uint64_t now_us) {
     lock_req *req = reqp;
     lock_stats.timeouts++;
-    lock_reply r = {.token = -1, .ms = -1, .rl_style = req->rl_style};
-    return reply_acquire(ctx, &r);
+    lock_reply *rep = RedisModule_Calloc(1, sizeof(*rep));
+    *rep = (lock_reply){.token = -1, .ms = -1, .rl_style = req->rl_style};
+    if (!req->rl_style) return rep;
+    RedisModuleKey *key;
+    const lockv *l = NULL;
+    if (lock_open(ctx, keyname, REDISMODULE_READ, &key) != 0) {
+        refuse(NULL, req, now_us / 1000, 0, rep);
+        return rep;
+    }
+    if (RedisModule_KeyType(key) != REDISMODULE_KEYTYPE_EMPTY) l = RedisModule_ModuleTypeGetValue(key);
+    refuse(l, req, now_us / 1000, waitq_length(ctx, keyname), rep);
+    RedisModule_CloseKey(key);
+    return rep;
 }
 
 static void lock_req_free(void *p) {
@@ -163,7 +197,7 @@ static void free_reply(void *p) {
     RedisModule_Free(p);
 }
 
-static const waitq_ops lock_wait_ops = {lock_try_serve, lock_reply_fn, lock_timeout_reply, lock_req_free, free_reply};
+static const waitq_ops lock_wait_ops = {lock_try_serve, lock_reply_fn, lock_timed_out, lock_req_free, free_reply};
 
 /* Answer an acquire at once, or queue it (WAIT) first come first served. */
 int lock_acquire_flow(RedisModuleCtx *ctx, RedisModuleString *keyname, lock_req *reqp, uint64_t wait_ms) {
@@ -177,13 +211,16 @@ int lock_acquire_flow(RedisModuleCtx *ctx, RedisModuleString *keyname, lock_req 
     lock_reply rep = {.token = -1, .ms = -1, .rl_style = req.rl_style};
     int answered;
     if (waitq_busy(ctx, keyname)) {
-        /* First come, first served: nobody jumps the queue (a reentrant owner
-         * that holds the lock already is not jumping it). */
+        /* One rule (waitq.h): nobody is served before the clients waiting on
+         * the key -- except an owner re-entering a lock it holds already. */
         answered = 0;
-        if (req.reentrant && RedisModule_KeyType(key) != REDISMODULE_KEYTYPE_EMPTY &&
-            lock_find(RedisModule_ModuleTypeGetValue(key), owner, req.owner_len) >= 0)
+        lockv *l = RedisModule_KeyType(key) != REDISMODULE_KEYTYPE_EMPTY ? RedisModule_ModuleTypeGetValue(key) : NULL;
+        if (req.reentrant && l && lock_find(l, owner, req.owner_len) >= 0)
             answered = try_acquire(ctx, key, keyname, &req, now_us, &rep) || rep.granted;
-        if (!answered) rep = (lock_reply){.token = -1, .ms = -1, .rl_style = req.rl_style};
+        if (!answered) {
+            l = RedisModule_KeyType(key) != REDISMODULE_KEYTYPE_EMPTY ? RedisModule_ModuleTypeGetValue(key) : NULL;
+            refuse(l, &req, now_us / 1000, waitq_length(ctx, keyname), &rep);
+        }
     } else {
         answered = try_acquire(ctx, key, keyname, &req, now_us, &rep) || rep.granted;
     }
@@ -195,7 +232,7 @@ int lock_acquire_flow(RedisModuleCtx *ctx, RedisModuleString *keyname, lock_req 
         memcpy(copy->owner, owner, req.owner_len);
         lock_stats.waits++;
         lock_stats.waiting++;
-        waitq_block(ctx, &lock_wait_ops, keyname, copy, (long long)wait_ms, rep.ms > 0 ? (uint64_t)rep.ms : 0);
+        waitq_block(ctx, &lock_wait_ops, keyname, copy, now_us / 1000, wait_ms, rep.ms > 0 ? (uint64_t)rep.ms : 0);
         return REDISMODULE_OK;
     }
     return reply_acquire(ctx, &rep);

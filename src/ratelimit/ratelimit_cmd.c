@@ -6,7 +6,9 @@
  *   RL.REFUND    give units back, never below empty
  *   RL.MULTI     several limits, all or none, in one command
  *
- * WAIT blocks on the FIFO queues of server/waitq.c; limiter.c evaluates each
+ * WAIT blocks on the FIFO queues of server/waitq.c, and while clients wait on a
+ * key no later call (RL.GCRA, RL.WINDOW, CL.THROTTLE, RL.MULTI) is served before
+ * them: it queues (WAIT) or is refused with a retry estimate. limiter.c evaluates each
  * request, ratelimit_state_cmd.c has the internal commands. Every reply of the native family is [allowed, remaining, retry_after_ms,
  * reset_after_ms]. A refused request writes nothing and replicates nothing; an
  * allowed one replicates its resulting state with absolute times (never the
@@ -88,6 +90,14 @@ static int ClThrottle_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv
         RedisModule_CloseKey(key);
         return rl_reply_error(ctx, RL_ERR_OVERFLOW);
     }
+    if (quantity > 0 && waitq_busy(ctx, argv[1]) && !(g.limited && g.retry_after_us < 0)) {
+        /* One rule (waitq.h): not before the clients waiting on the key. */
+        int64_t retry = g.limited ? g.retry_after_us : 0;
+        int64_t queue_us = (int64_t)waitq_next_try_ms(ctx, argv[1], now_us / 1000) * 1000;
+        if (queue_us > retry) retry = queue_us;
+        g.retry_after_us = retry > 0 ? retry : 1;
+        g.limited = 1;
+    }
     if (!g.limited && quantity > 0) rl_store_gcra(ctx, key, argv[1], g.tat_us, &r.gcra);
     RedisModule_CloseKey(key);
     rl_stat(RL_STAT_THROTTLE, !g.limited);
@@ -133,53 +143,72 @@ static int wait_reply_fn(RedisModuleCtx *ctx, void *reply) {
     return rl_reply_result(ctx, &rep->result);
 }
 
-static int wait_timeout_reply(RedisModuleCtx *ctx, RedisModuleString *key, void *req) {
+/* Refuse `res` (evaluated as if nobody waited) because of the clients queued
+ * ahead: retry when it could fit, and not before the queue is next tried (at
+ * least 1 ms: waiters take what frees first). One that can never fit keeps -1. */
+static void refuse_behind_queue(rl_result *res, uint64_t queue_next_ms) {
+    int never = !res->allowed && res->retry_after_ms < 0;
+    res->allowed = 0;
+    if (never) return;
+    int64_t retry = res->retry_after_ms > 0 ? res->retry_after_ms : 1;
+    if ((int64_t)queue_next_ms > retry) retry = (int64_t)queue_next_ms;
+    res->retry_after_ms = retry;
+}
+
+/* A waiter's wait ended unserved at now_us: refused, whatever a newcomer would
+ * get now, with when it could fit (read only). */
+static void *wait_timed_out(RedisModuleCtx *ctx, RedisModuleString *key, void *req, uint64_t now_us) {
     rl_request *r = req;
-    rl_result res;
-    int rc = rl_eval(ctx, key, r, mc_now_us(), 0, &res);
-    if (rc != RL_OK) return rl_reply_error(ctx, rc);
-    res.allowed = 0; /* timed out: refused, whatever a newcomer would get now */
-    rl_stat(stat_of(r), 0);
-    return rl_reply_result(ctx, &res);
+    wait_reply *rep = RedisModule_Calloc(1, sizeof(*rep));
+    rep->stat = stat_of(r);
+    rep->error = rl_eval(ctx, key, r, now_us, 0, &rep->result);
+    if (rep->error == RL_OK) refuse_behind_queue(&rep->result, waitq_next_try_ms(ctx, key, now_us / 1000));
+    return rep;
 }
 
 static void free_plain(void *p) {
     RedisModule_Free(p);
 }
 
-static const waitq_ops rl_wait_ops = {wait_try_serve, wait_reply_fn, wait_timeout_reply, free_plain, free_plain};
+static const waitq_ops rl_wait_ops = {wait_try_serve, wait_reply_fn, wait_timed_out, free_plain, free_plain};
 
-static void wait_for_capacity(RedisModuleCtx *ctx, RedisModuleString *key, const rl_request *r, long long timeout_ms,
-                              uint64_t retry_ms) {
+/* Block the caller on `key` with a copy of `r`, until now_ms + wait_ms at most. */
+static void wait_for_capacity(RedisModuleCtx *ctx, RedisModuleString *key, const rl_request *r, uint64_t now_ms,
+                              uint64_t wait_ms, uint64_t retry_ms) {
     rl_request *copy = RedisModule_Alloc(sizeof(*copy));
     *copy = *r;
-    waitq_block(ctx, &rl_wait_ops, key, copy, timeout_ms, retry_ms);
+    waitq_block(ctx, &rl_wait_ops, key, copy, now_ms, wait_ms, retry_ms);
 }
 
 /* ==== Native commands ==== */
 
-/* Run one request from a command: answer at once, or block with WAIT. */
+/* Run one request from a command: answer at once, or block with WAIT. While
+ * clients wait on the key nobody is served before them (waitq.h): a waiting
+ * caller queues at the tail, another is refused. */
 static int run_request(RedisModuleCtx *ctx, RedisModuleString *keyname, const rl_request *r, const rl_options *o,
                        int stat) {
-    uint64_t now_us = o->at_ms ? o->at_ms * 1000 : mc_now_us();
+    uint64_t clock_us = mc_now_us(); /* waits run on the clock, whatever AT says */
+    uint64_t now_us = o->at_ms ? o->at_ms * 1000 : clock_us;
     int may_wait = o->wait_ms > 0 && waitq_can_block(ctx);
-    if (may_wait && waitq_busy(ctx, keyname)) {
-        /* First come, first served: queue behind the clients already waiting. */
+    if (waitq_busy(ctx, keyname)) {
         rl_result probe;
         int rc = rl_eval(ctx, keyname, r, now_us, 0, &probe);
         if (rc != RL_OK) return rl_reply_error(ctx, rc);
-        if (probe.allowed || probe.retry_after_ms >= 0) {
-            wait_for_capacity(ctx, keyname, r, o->wait_ms, 0);
+        int never = !probe.allowed && probe.retry_after_ms < 0;
+        if (may_wait && !never) {
+            wait_for_capacity(ctx, keyname, r, clock_us / 1000, (uint64_t)o->wait_ms, 0);
             return REDISMODULE_OK;
         }
+        refuse_behind_queue(&probe, waitq_next_try_ms(ctx, keyname, clock_us / 1000));
         rl_stat(stat, 0);
-        return rl_reply_result(ctx, &probe); /* can never fit: no point waiting */
+        return rl_reply_result(ctx, &probe);
     }
     rl_result res;
     int rc = rl_eval(ctx, keyname, r, now_us, 1, &res);
     if (rc != RL_OK) return rl_reply_error(ctx, rc);
     if (!res.allowed && may_wait && res.retry_after_ms >= 0) {
-        wait_for_capacity(ctx, keyname, r, o->wait_ms, res.retry_after_ms > 0 ? (uint64_t)res.retry_after_ms : 1);
+        wait_for_capacity(ctx, keyname, r, clock_us / 1000, (uint64_t)o->wait_ms,
+                          res.retry_after_ms > 0 ? (uint64_t)res.retry_after_ms : 1);
         return REDISMODULE_OK;
     }
     rl_stat(stat, res.allowed);
@@ -371,6 +400,8 @@ static int Multi_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int
     for (uint64_t i = 0; i < n; i++) {
         int rc = rl_eval(ctx, keys[i], &reqs[i], now_us, 0, &res);
         if (rc != RL_OK) return rl_reply_error(ctx, rc);
+        if (cost > 0 && waitq_busy(ctx, keys[i])) /* one rule (waitq.h): not before the waiters */
+            refuse_behind_queue(&res, waitq_next_try_ms(ctx, keys[i], now_us / 1000));
         if (!res.allowed) {
             if (!refused) refused = (int)i + 1;
             if (res.retry_after_ms < 0) never = 1;

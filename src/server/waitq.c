@@ -1,4 +1,10 @@
-/* waitq.c -- FIFO wait queues per key, served by module timers; see waitq.h. */
+/* waitq.c -- FIFO wait queues per key, served by module timers; see waitq.h.
+ *
+ * Each waiter keeps its absolute deadline. A queue keeps retry_at (when its
+ * head is next tried; 0: when kicked) and min_deadline, a lower bound of its
+ * waiters' deadlines: exact after a serve, possibly early after a waiter left
+ * (the timer then fires early once and recomputes it), so a serve scans the
+ * whole queue only when some deadline may have come. */
 #include <string.h>
 
 #include "server/waitq.h"
@@ -9,6 +15,7 @@
 #include "server/keys.h"
 
 #define PAUSE_RETRY_MS 10
+#define NO_DEADLINE UINT64_MAX
 
 typedef struct waitq waitq;
 
@@ -16,6 +23,7 @@ typedef struct waiter {
     RedisModuleBlockedClient *bc;
     const waitq_ops *ops;
     void *req;
+    uint64_t deadline_ms; /* Unix ms: answered "timed out" from then on, never granted */
     waitq *q;
     struct waiter *prev, *next;
 } waiter;
@@ -26,11 +34,15 @@ struct waitq {
     RedisModuleString *id;  /* "<db>:<key>", the dict key (retained) */
     waiter *head, *tail;
     long long length;
+    uint64_t retry_at;      /* Unix ms of the head's next try; 0: only when kicked */
+    uint64_t min_deadline;  /* <= every waiter's deadline; NO_DEADLINE when empty */
+    int kicked;             /* the timer is armed to serve at once */
     RedisModuleTimerID timer;
     int timer_armed;
 };
 
-/* What a served waiter's reply callback gets. */
+/* What a waiter's reply callback gets: the one answer of its wait, built when
+ * it was answered (granted, refused for good, or timed out: ops->timed_out). */
 typedef struct served {
     const waitq_ops *ops;
     void *reply;        /* the family's reply, or NULL with `error` */
@@ -69,6 +81,12 @@ long long waitq_length(RedisModuleCtx *ctx, RedisModuleString *key) {
     return q ? q->length : 0;
 }
 
+uint64_t waitq_next_try_ms(RedisModuleCtx *ctx, RedisModuleString *key, uint64_t now_ms) {
+    waitq *q = find_queue(ctx, key);
+    if (q == NULL || q->kicked || q->retry_at <= now_ms) return 0;
+    return q->retry_at - now_ms;
+}
+
 long long waitq_total(void) {
     return total_waiting;
 }
@@ -98,57 +116,101 @@ static void drop_queue_if_empty(RedisModuleCtx *ctx, waitq *q) {
 
 static void serve(RedisModuleCtx *ctx, void *data);
 
+/* (Re)arm the queue's one timer to fire in_ms from now. */
 static void arm(RedisModuleCtx *ctx, waitq *q, uint64_t in_ms) {
     if (q->timer_armed) RedisModule_StopTimer(ctx, q->timer, NULL);
     q->timer = RedisModule_CreateTimer(ctx, (mstime_t)in_ms, serve, q);
     q->timer_armed = 1;
 }
 
-/* Timer callback: serve the queue's waiters in order while they can be served. */
+/* Arm the timer for the earlier of the head's next try and the earliest
+ * deadline, unless a kick already has it fire at once. */
+static void schedule(RedisModuleCtx *ctx, waitq *q, uint64_t now_ms) {
+    if (q->kicked || q->head == NULL) return;
+    uint64_t at = q->min_deadline;
+    if (q->retry_at && q->retry_at < at) at = q->retry_at;
+    if (at == NO_DEADLINE) {
+        if (q->timer_armed) RedisModule_StopTimer(ctx, q->timer, NULL);
+        q->timer_armed = 0;
+        return;
+    }
+    arm(ctx, q, at > now_ms ? at - now_ms : 0);
+}
+
+/* Unblock `w` (already out of its queue) with its one answer, and free it. */
+static void answer(waiter *w, void *reply, const char *error) {
+    served *s = RedisModule_Calloc(1, sizeof(*s));
+    s->ops = w->ops;
+    s->reply = reply;
+    s->error = error;
+    RedisModule_UnblockClient(w->bc, s);
+    free_waiter(w);
+}
+
+/* Answer every waiter whose deadline is at or before now_ms with the family's
+ * timeout reply (they hold nothing); recompute the queue's min_deadline. */
+static void expire_due(RedisModuleCtx *ctx, waitq *q, uint64_t now_us) {
+    uint64_t now_ms = now_us / 1000;
+    if (q->min_deadline > now_ms) return;
+    uint64_t min = NO_DEADLINE;
+    waiter *next;
+    for (waiter *w = q->head; w; w = next) {
+        next = w->next;
+        if (w->deadline_ms > now_ms) {
+            if (w->deadline_ms < min) min = w->deadline_ms;
+            continue;
+        }
+        unlink_waiter(w);
+        answer(w, w->ops->timed_out(ctx, q->key, w->req, now_us), NULL);
+    }
+    q->min_deadline = min;
+}
+
+/* Whether the queue's key is in a hash slot this node no longer serves. */
+static int slot_moved(RedisModuleCtx *ctx, waitq *q) {
+    if (!mc_cluster_enabled) return 0;
+    size_t klen;
+    const char *k = RedisModule_StringPtrLen(q->key, &klen);
+    return !mc_slot_is_mine_fresh(ctx, keyslot_of(k, klen));
+}
+
+/* Timer callback: answer the waiters whose deadline came, then serve the rest in
+ * order while they can be served, then re-arm. The clock is read once. */
 static void serve(RedisModuleCtx *ctx, void *data) {
     waitq *q = data;
     q->timer_armed = 0;
-    if (RedisModule_AvoidReplicaTraffic()) {
-        arm(ctx, q, PAUSE_RETRY_MS); /* clients paused for writes: write nothing now */
-        return;
-    }
+    q->kicked = 0;
     int saved_db = RedisModule_GetSelectedDb(ctx);
     RedisModule_SelectDb(ctx, q->db);
-    uint64_t now_us = mc_now_us();
-    /* In a cluster the key's slot may have moved away while clients waited:
-     * serving them here would write into a slot this node no longer owns. */
-    int moved = 0;
-    if (mc_cluster_enabled) {
-        size_t klen;
-        const char *k = RedisModule_StringPtrLen(q->key, &klen);
-        moved = !mc_slot_is_mine_fresh(ctx, keyslot_of(k, klen));
-    }
-    while (q->head) {
-        waiter *w = q->head;
-        void *reply = NULL;
-        uint64_t retry_ms = 0;
-        if (moved) {
+    uint64_t now_us = mc_now_us(), now_ms = now_us / 1000;
+    expire_due(ctx, q, now_us);
+    if (q->head && RedisModule_AvoidReplicaTraffic()) {
+        /* clients paused for writes: grant nothing now */
+        q->retry_at = now_ms + PAUSE_RETRY_MS;
+    } else if (q->head && slot_moved(ctx, q)) {
+        /* serving here would write into a slot this node no longer owns */
+        while (q->head) {
+            waiter *w = q->head;
             unlink_waiter(w);
-            served *s = RedisModule_Calloc(1, sizeof(*s));
-            s->ops = w->ops;
-            s->error = ERR_SLOT_MOVED;
-            RedisModule_UnblockClient(w->bc, s);
-            free_waiter(w);
-            continue;
+            answer(w, NULL, ERR_SLOT_MOVED);
         }
-        if (!w->ops->try_serve(ctx, q->key, w->req, now_us, &reply, &retry_ms)) {
-            if (retry_ms) arm(ctx, q, retry_ms); /* else: until kicked */
-            break;
+    } else {
+        q->retry_at = 0;
+        while (q->head) {
+            waiter *w = q->head;
+            void *reply = NULL;
+            uint64_t retry_ms = 0;
+            if (!w->ops->try_serve(ctx, q->key, w->req, now_us, &reply, &retry_ms)) {
+                q->retry_at = retry_ms ? now_ms + retry_ms : 0; /* 0: until kicked */
+                break;
+            }
+            unlink_waiter(w);
+            answer(w, reply, NULL);
         }
-        unlink_waiter(w);
-        served *s = RedisModule_Calloc(1, sizeof(*s));
-        s->ops = w->ops;
-        s->reply = reply;
-        RedisModule_UnblockClient(w->bc, s);
-        free_waiter(w);
     }
     RedisModule_SelectDb(ctx, saved_db);
-    drop_queue_if_empty(ctx, q);
+    if (q->head) schedule(ctx, q, now_ms);
+    else drop_queue_if_empty(ctx, q);
 }
 
 static int reply_cb(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
@@ -174,18 +236,26 @@ static waiter *leave(RedisModuleCtx *ctx, RedisModuleBlockedClient *bc) {
     waitq *q = w->q;
     int was_head = q->head == w;
     unlink_waiter(w);
-    if (q->head == NULL) drop_queue_if_empty(ctx, q);
-    else if (was_head) arm(ctx, q, 0);
+    if (q->head == NULL) {
+        drop_queue_if_empty(ctx, q);
+    } else if (was_head) {
+        q->kicked = 1;
+        arm(ctx, q, 0);
+    }
     return w;
 }
 
+/* Redis ends a wait only through CLIENT UNBLOCK (waiters block with no Redis
+ * timeout): answered like a deadline, holding nothing. */
 static int timeout_cb(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     (void)argc;
     RedisModuleBlockedClient *bc = RedisModule_GetBlockedClientHandle(ctx);
     waiter *w = leave(ctx, bc);
-    int rc = REDISMODULE_OK;
+    int rc;
     if (w) {
-        rc = w->ops->timeout_reply(ctx, argv[1], w->req);
+        void *reply = w->ops->timed_out(ctx, argv[1], w->req, mc_now_us());
+        rc = w->ops->reply(ctx, reply);
+        w->ops->free_reply(reply);
         free_waiter(w);
     } else {
         rc = RedisModule_ReplyWithError(ctx, "ERR wait ended");
@@ -202,8 +272,8 @@ static void disconnect_cb(RedisModuleCtx *ctx, RedisModuleBlockedClient *bc) {
     }
 }
 
-void waitq_block(RedisModuleCtx *ctx, const waitq_ops *ops, RedisModuleString *key, void *req,
-                 long long timeout_ms, uint64_t retry_ms) {
+void waitq_block(RedisModuleCtx *ctx, const waitq_ops *ops, RedisModuleString *key, void *req, uint64_t now_ms,
+                 uint64_t wait_ms, uint64_t retry_ms) {
     int db = RedisModule_GetSelectedDb(ctx);
     RedisModuleString *id = mc_db_key_id(db, key);
     waitq *q = RedisModule_DictGet(queues, id, NULL);
@@ -212,8 +282,9 @@ void waitq_block(RedisModuleCtx *ctx, const waitq_ops *ops, RedisModuleString *k
         q->db = db;
         q->key = RedisModule_CreateStringFromString(NULL, key);
         q->id = id;
+        q->min_deadline = NO_DEADLINE;
+        q->retry_at = retry_ms ? now_ms + retry_ms : 0;
         RedisModule_DictSet(queues, id, q);
-        if (retry_ms) arm(ctx, q, retry_ms);
     } else {
         RedisModule_FreeString(NULL, id);
     }
@@ -221,7 +292,9 @@ void waitq_block(RedisModuleCtx *ctx, const waitq_ops *ops, RedisModuleString *k
     w->ops = ops;
     w->req = req;
     w->q = q;
-    w->bc = RedisModule_BlockClient(ctx, reply_cb, timeout_cb, free_cb, timeout_ms);
+    w->deadline_ms = now_ms + wait_ms;
+    /* No Redis timeout: only this module unblocks the client (see waitq.h). */
+    w->bc = RedisModule_BlockClient(ctx, reply_cb, timeout_cb, free_cb, 0);
     RedisModule_SetDisconnectCallback(w->bc, disconnect_cb);
     w->prev = q->tail;
     if (q->tail) q->tail->next = w; else q->head = w;
@@ -229,11 +302,20 @@ void waitq_block(RedisModuleCtx *ctx, const waitq_ops *ops, RedisModuleString *k
     q->length++;
     total_waiting++;
     RedisModule_DictSetC(by_client, &w->bc, sizeof(w->bc), w);
+    if (w->deadline_ms < q->min_deadline) {
+        q->min_deadline = w->deadline_ms;
+        schedule(ctx, q, now_ms);
+    } else if (q->head == w) {
+        schedule(ctx, q, now_ms);
+    }
 }
 
 void waitq_kick(RedisModuleCtx *ctx, RedisModuleString *key) {
     waitq *q = find_queue(ctx, key);
-    if (q && q->head) arm(ctx, q, 0);
+    if (q && q->head) {
+        q->kicked = 1;
+        arm(ctx, q, 0);
+    }
 }
 
 void waitq_init(void) {

@@ -1,20 +1,34 @@
 /* waitq.h -- clients waiting on a key, without polling, first come first served.
  *
- * A command that cannot be served yet blocks its client (RedisModule_BlockClient)
- * in a FIFO queue kept per (db, key). Whoever may make room -- a module timer at
- * the time the head of the queue can be served, or a command that frees
- * something (release, refund) calling waitq_kick -- serves the queue: it asks
- * the family's try_serve for the head, unblocks it with the result, and goes on
- * down the queue, stopping at the first waiter that does not fit, so nobody
- * jumps the queue. A waiter that times out gets the family's timeout reply; one
- * that disconnects leaves the queue.
+ * A command that cannot be served yet blocks its client (RedisModule_BlockClient,
+ * with no Redis timeout) in a FIFO queue kept per (db, key), with the absolute
+ * deadline (Unix ms, server/clock.h) its WAIT gives it. One module timer per
+ * queue fires at the earlier of the head's next try and the earliest deadline;
+ * a command that frees something (release, refund) fires it at once
+ * (waitq_kick). Serving a queue at `now` first answers every waiter whose
+ * deadline has come with the family's timeout reply -- a waiter is never
+ * granted at or past its deadline, and one answered "timed out" holds nothing --
+ * then asks the family's try_serve for the head, unblocks it with the result,
+ * and goes on down the queue, stopping at the first waiter that does not fit.
+ * Only this module unblocks a waiter, so each gets exactly one reply (Redis's
+ * own blocking timeout, which could fire in the same event-loop iteration as a
+ * grant and drop its reply, is not used). CLIENT UNBLOCK ends a wait like its
+ * deadline; a client that disconnects leaves the queue.
+ *
+ * Fairness, one rule for every family: while clients wait on a key, a later
+ * caller -- waiting or not -- is not served before them. One that waits queues
+ * at the tail; one that does not is refused at once, with the family's retry
+ * estimate (a lock: the ms until its earliest lease ends; a rate limit: when
+ * its request could fit, and not before the queue's next try). Only a holder
+ * re-entering a lock it already holds is not behind the queue.
  *
  * Queues and timers live in memory: they hold clients, which do not survive a
  * restart or failover either. In a cluster, waiters whose key's slot has moved
  * to another node by the time they would be served get TRYAGAIN (their client
- * retries on the new owner) instead of a write into a slot this node lost. While clients are paused for writes (CLIENT PAUSE
- * WRITE, failover) nothing is served and the timer retries shortly after. Used
- * by the rate limits (WAIT) and the locks. */
+ * retries on the new owner) instead of a write into a slot this node lost.
+ * While clients are paused for writes (CLIENT PAUSE WRITE, failover) nobody is
+ * granted and the timer retries shortly after; deadlines are still answered.
+ * Used by the rate limits (WAIT) and the locks. */
 #ifndef MC_WAITQ_H
 #define MC_WAITQ_H
 
@@ -30,8 +44,10 @@ typedef struct waitq_ops {
                      uint64_t *retry_ms);
     /* Reply to the served client with `reply` (then freed with free_reply). */
     int (*reply)(RedisModuleCtx *ctx, void *reply);
-    /* Reply to a client whose wait timed out. */
-    int (*timeout_reply)(RedisModuleCtx *ctx, RedisModuleString *key, void *req);
+    /* The reply (handed to reply()) of a waiter whose wait ended unserved at
+     * now_us: refused, holding nothing, with the family's retry estimate. Reads
+     * the key only (it may run while writes are paused). */
+    void *(*timed_out)(RedisModuleCtx *ctx, RedisModuleString *key, void *req, uint64_t now_us);
     void (*free_req)(void *req);
     void (*free_reply)(void *reply);
 } waitq_ops;
@@ -42,10 +58,15 @@ int waitq_busy(RedisModuleCtx *ctx, RedisModuleString *key);
 /* Number of clients waiting on this key. */
 long long waitq_length(RedisModuleCtx *ctx, RedisModuleString *key);
 
+/* Ms from now_ms until the head of this key's queue is next tried (0: nobody
+ * waits, or only a kick serves it). */
+uint64_t waitq_next_try_ms(RedisModuleCtx *ctx, RedisModuleString *key, uint64_t now_ms);
+
 /* Block the calling client on `key` with `req` (owned by the queue from now on)
- * for at most timeout_ms (> 0); first try after retry_ms (0: when kicked). */
-void waitq_block(RedisModuleCtx *ctx, const waitq_ops *ops, RedisModuleString *key, void *req,
-                 long long timeout_ms, uint64_t retry_ms);
+ * until now_ms + wait_ms (wait_ms > 0) at most; first try after retry_ms (0:
+ * when kicked). now_ms is the command's one clock reading. */
+void waitq_block(RedisModuleCtx *ctx, const waitq_ops *ops, RedisModuleString *key, void *req, uint64_t now_ms,
+                 uint64_t wait_ms, uint64_t retry_ms);
 
 /* Something was freed on `key`: serve its queue as soon as possible. */
 void waitq_kick(RedisModuleCtx *ctx, RedisModuleString *key);
