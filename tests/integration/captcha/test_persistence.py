@@ -19,7 +19,7 @@ import redis
 from mcap import (ADD_CAPTCHA, ADD_CHALLENGE, ADD_VISITOR, CAPTCHA_EXISTS, CAPTCHA_TYPE,
                   CHALLENGE_TYPE, DELETE_CAPTCHA, DELETE_CHALLENGE, GET, GET_CHALLENGE,
                   RENAME_CAPTCHA, VISIT_AT, all_keys, cfg, chal, challenge_reply, chkey, ckey,
-                  digest_value, error_of, now_ms, sleep_until, visitor_reply)
+                  digest_value, error_of, now_ms, visitor_reply)
 from servers import wait_replicas_synced
 
 ZERO_DIGEST = b"0" * 40
