@@ -616,6 +616,7 @@ def test_client_pause_write_with_waiters_and_a_replica(servers):
         got = parse(a.command("LOCK.ACQUIRE", lk, "A", 300))
         assert got[0] == 1, got
         token_a = got[1]
+        t_hits = time.time()  # the window's hit and the GCRA's unit are taken after this
         assert parse(a.command("RL.WINDOW", wk, 1, 800))[0] == 1
         assert parse(a.command("RL.GCRA", gk, 1, 800))[0] == 1
         b.sock.sendall(resp_encode("LOCK.ACQUIRE", lk, "B", 10000, "WAIT", 5000))
@@ -648,10 +649,23 @@ def test_client_pause_write_with_waiters_and_a_replica(servers):
         # a module write sent during the pause waits for its end; reads do not
         d.sock.sendall(resp_encode(ADD_CAPTCHA, pk, CFG))
         t_read = time.monotonic()
-        assert parse(e.command("RL.WINDOW_PEEK", wk, 1, 800))[0] in (0, 1)
-        assert parse(e.command("RL.GCRA_PEEK", gk, 1, 800))[0] in (0, 1)
+        wp = parse(e.command("RL.WINDOW_PEEK", wk, 1, 800))
+        gp = parse(e.command("RL.GCRA_PEEK", gk, 1, 800))
+        t_peeked = time.time()
         assert parse(e.command(CAPTCHA_EXISTS, pk)) == 1
         assert time.monotonic() - t_read < 0.4, "reads were held up by the pause"
+        if t_peeked >= t_hits + 0.8:
+            # too slow: the peeks may have run after the hit / unit came back
+            attempt_errors.append("attempt %d: the peeks ended %.3f s after the hits"
+                                  % (attempt, t_peeked - t_hits))
+            time.sleep(max(0.0, pause_end - time.monotonic()) + 0.2)
+            for x in conns:
+                x.close()
+            continue
+        # the peeks ran within 800 ms of the hits: the limits are still full,
+        # and they say for how long (the waiters are not served meanwhile)
+        assert wp[:2] == [0, 0] and 0 < wp[2] <= 800 + 800 // 256 + 1, wp
+        assert gp[:2] == [0, 0] and 0 < gp[2] <= 800, gp
         # the SESSION holder goes away during the pause
         sess.close()
 
