@@ -136,6 +136,38 @@ def test_add_captcha_unknown_fields_ignored_and_levels_sorted(r):
 
 
 # ------------------------------------------------------------- ADD_VISITOR / GET
+CONFIG_MAX_BYTES = 16 * 1024  # README "at most 16 KiB"; src/core/captcha.h CAPTCHA_MAX_CONFIG_BYTES
+
+
+def _config_of_size(levels, size, pad_with):
+    """A valid ADD_CAPTCHA config of exactly `size` bytes, padded by an unknown
+    field ("pad") or by trailing whitespace."""
+    base = cfg(levels, duration=30)
+    if pad_with == "field":
+        head = base[:-1] + b',"pad":"'
+        out = head + b"x" * (size - len(head) - 2) + b'"}'
+    else:
+        out = base + b" " * (size - len(base))
+    assert len(out) == size
+    return out
+
+
+@pytest.mark.parametrize("pad_with", ["field", "whitespace"])
+def test_add_captcha_config_size_boundary(server, r, pad_with):
+    """A config of exactly 16 KiB is accepted (and works), one byte more is
+    refused with an error and writes nothing."""
+    levels = [(i * 10, i + 1) for i in range(128)]  # the most levels allowed, too
+    at_max = _config_of_size(levels, CONFIG_MAX_BYTES, pad_with)
+    over = _config_of_size(levels, CONFIG_MAX_BYTES + 1, pad_with)
+    assert r.execute_command(ADD_CAPTCHA, "max", at_max) == b"OK"
+    assert r.execute_command(ADD_VISITOR, "max") == visitor_reply(30, 1)
+    assert r.execute_command(GET, "max") == 1
+    wire = raw_command(server, ADD_CAPTCHA, "over", over)
+    assert wire == b"-ERR invalid config: the JSON is larger than 16384 bytes\r\n", wire
+    assert r.execute_command(CAPTCHA_EXISTS, "over") == 1
+    assert all_keys(r) == [ckey("max")]
+
+
 def test_add_visitor_reply_and_count(server, r):
     r.execute_command(ADD_CAPTCHA, "site", CFG)
     body = b'{"duration":30,"difficulty_factor":50}'
@@ -200,17 +232,22 @@ def test_rename_moves_config_and_count(server, r):
 
 
 def test_rename_keeps_decay_schedule(r):
-    r.execute_command(ADD_CAPTCHA, "old", cfg([(5, 5)], duration=1))
-    t0 = time.time()
-    r.execute_command(ADD_VISITOR, "old")
-    r.execute_command(ADD_VISITOR, "old")
-    t1 = time.time()
+    """The renamed captcha's visits leave when they would have without the
+    rename. Two visits are stamped 20 s ago (duration 30 s: they leave 10 s from
+    now, + at most one 117 ms slot); VISIT_AT on the new key then reads the count
+    at explicit later times: kept schedule -> the old visits are gone 30.2 s
+    after their stamp; restamped at the rename -> they would count until 30 s
+    after the rename (20 s later)."""
+    r.execute_command(ADD_CAPTCHA, "old", cfg([(5, 5)], duration=30))
+    t_old = now_ms() - 20000
+    assert r.execute_command(VISIT_AT, ckey("old"), t_old) == 1
+    assert r.execute_command(VISIT_AT, ckey("old"), t_old) == 2
     r.execute_command(RENAME_CAPTCHA, "old", "new")
-    count = r.execute_command(GET, "new")
-    if time.time() < t0 + 0.99:
-        assert count == 2
-    time.sleep(max(0, t1 + 1.3 - time.time()))
-    assert r.execute_command(GET, "new") == 0
+    assert r.execute_command(GET, "new") == 2
+    # 29 s after the stamp: both still count, plus this one
+    assert r.execute_command(VISIT_AT, ckey("new"), t_old + 29000) == 3
+    # 30.2 s after the stamp: the two old ones are gone (restamped: 4)
+    assert r.execute_command(VISIT_AT, ckey("new"), t_old + 30200) == 2
 
 
 def test_rename_missing_old_is_ok(server, r):

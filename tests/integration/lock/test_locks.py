@@ -150,6 +150,33 @@ def test_acquire_busy_release(server, r):
     assert list(h) == [b"bob"] and h[b"bob"][1] == g2[1] and h[b"bob"][2] == 1
 
 
+def test_lock_key_has_no_ttl(server, r):
+    """README: a lock key has no TTL: held, extended, released or with its lease
+    ended, it stays (keeping its last fencing token) until it is deleted."""
+    g = acquire(r, "L", "alice", 60000)
+    assert g[0] == 1
+    assert r.pttl("L") == -1 and r.ttl("L") == -1
+    assert r.execute_command(EXT, "L", "alice", 30000) == 30000
+    assert r.pttl("L") == -1
+    assert acquire(r, "S", "a", 60000, "PERMITS", 3)[0] == 1
+    assert acquire(r, "S", "b", 60000, "PERMITS", 3)[0] == 1
+    assert r.pttl("S") == -1
+    # released: the key stays, with no TTL and its last token
+    assert r.execute_command(REL, "L", "alice") == 0
+    assert r.exists("L") == 1 and r.pttl("L") == -1
+    assert inspect(r, "L")[1] == g[1] and inspect(r, "L")[3] == []
+    for o in ("a", "b"):
+        assert r.execute_command(REL, "S", o) == 0
+    assert r.exists("S") == 1 and r.pttl("S") == -1
+    # a lease that ends by itself: the module's timer frees the lock, not a TTL
+    g2 = acquire(r, "E", "bob", 100)
+    assert g2[0] == 1 and r.pttl("E") == -1
+    wait_for(lambda: holders(r, "E") == {}, 10, "the lease of E to end")
+    assert r.exists("E") == 1 and r.pttl("E") == -1 and inspect(r, "E")[1] == g2[1]
+    # it goes only when deleted
+    assert r.delete("L", "S", "E") == 3
+
+
 def test_release_and_extend_by_others_change_nothing(server, r):
     g = acquire(r, "L", "alice", 5000)
     assert g[0] == 1

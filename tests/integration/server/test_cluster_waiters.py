@@ -34,16 +34,26 @@ def test_waiter_gets_tryagain_when_its_slot_moves(cluster, kind):
     key = names_in_slots([slot], 1, prefix="w-")[slot][0]
     sc = cluster.conn(src)
     if kind == "lock":
-        assert sc.execute_command("LOCK.ACQUIRE", key, "holder", 800)[0] == 1
+        g = sc.execute_command("LOCK.ACQUIRE", key, "holder", 800)
+        assert g[0] == 1
         cmd = ("LOCK.ACQUIRE", key, "waiter", 1000, "WAIT", 10000)
     else:
         assert sc.execute_command("RL.WINDOW", key, 1, 800)[0] == 1
+        hit_hi = int(time.time() * 1000) + 1
+        # no TTL, so that the state (not its expiry) is what moves and is checked
+        assert sc.persist(key)
+        digest_before = sc.execute_command("DEBUG", "DIGEST-VALUE", key)
         cmd = ("RL.WINDOW", key, 1, 800, "WAIT", 10000)
     box = {}
     t = threading.Thread(target=_raw_blocked, args=(src,) + cmd, kwargs={"box": box})
     t.start()
-    time.sleep(0.2)
-    assert t.is_alive(), "the waiter should be blocked: %r" % box
+    # wait until the waiter is blocked on src (flag 'b' in CLIENT LIST)
+    deadline = time.time() + 10
+    while not any("b" in c["flags"] and c["cmd"].lower() == cmd[0].lower()
+                  for c in sc.client_list()):
+        assert t.is_alive(), "the waiter was answered instead of blocking: %r" % box
+        assert time.time() < deadline, "the waiter never blocked: %r" % box
+        time.sleep(0.005)
     cluster.migrate_slot_by_hand(slot, src, dst)
     t.join(15)
     assert not t.is_alive()
@@ -54,9 +64,23 @@ def test_waiter_gets_tryagain_when_its_slot_moves(cluster, kind):
     # The key moved with its state, and the new owner serves it.
     dc = cluster.conn(dst)
     if kind == "lock":
-        assert dc.execute_command("LOCK.ACQUIRE", key, "after", 1000)[0] == 1
+        # the new owner's timer ends the moved lease; the last token moved too
+        deadline = time.time() + 10
+        while dc.execute_command("LOCK.INSPECT", key)[3]:
+            assert time.time() < deadline, dc.execute_command("LOCK.INSPECT", key)
+            time.sleep(0.005)
+        assert dc.execute_command("LOCK.INSPECT", key)[:3] == [1, g[1], 0]
+        g2 = dc.execute_command("LOCK.ACQUIRE", key, "after", 1000)
+        assert g2[0] == 1 and g2[1] > g[1], (g, g2)
     else:
-        assert dc.execute_command("RL.WINDOW", key, 1, 800)[0] in (0, 1)
+        # the window moved unchanged: its hit fills it within 800 ms of it
+        # (refused, nothing written) and has left it after (+ one 4 ms slot)
+        assert dc.execute_command("DEBUG", "DIGEST-VALUE", key) == digest_before
+        got = dc.execute_command("RL.WINDOW", key, 1, 800, "AT", hit_hi + 400)
+        assert got[0] == 0 and got[1] == 0 and 0 < got[2] <= 400 + 800 // 256 + 2, got
+        assert dc.execute_command("DEBUG", "DIGEST-VALUE", key) == digest_before
+        got = dc.execute_command("RL.WINDOW", key, 1, 800, "AT", hit_hi + 800 + 800 // 256 + 2)
+        assert got[:3] == [1, 0, -1], got
     cluster.wait_stable()
 
 
