@@ -50,24 +50,32 @@ static int parse_yes_no(RedisModuleString *s) {
     return -1;
 }
 
-/* Apply the load options, given as name/value pairs. REDISMODULE_ERR, with a
- * warning naming the offending argument, on an unknown option, a missing value or
- * a bad one: the module then refuses to load rather than run with a setting the
- * operator did not ask for. */
+static int module_list_first; /* MODULE-LIST-FIRST */
+
+/* Apply the load options, given as name/value pairs: INTERNAL-COMMANDS yes|no,
+ * MODULE-LIST-FIRST yes|no. REDISMODULE_ERR, with a warning naming the
+ * offending argument, on an unknown option, a missing value or a bad one: the
+ * module then refuses to load rather than run with a setting the operator did
+ * not ask for. */
 static int parse_load_options(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     for (int i = 0; i < argc; i += 2) {
         const char *name = RedisModule_StringPtrLen(argv[i], NULL);
-        if (strcasecmp(name, "INTERNAL-COMMANDS") != 0) {
-            RedisModule_Log(ctx, "warning", "mcaptcha_cache: unknown load option '%s' (known: INTERNAL-COMMANDS yes|no)",
+        int internal = strcasecmp(name, "INTERNAL-COMMANDS") == 0;
+        if (!internal && strcasecmp(name, "MODULE-LIST-FIRST") != 0) {
+            RedisModule_Log(ctx, "warning",
+                            "mcaptcha_cache: unknown load option '%s' (known: INTERNAL-COMMANDS yes|no, "
+                            "MODULE-LIST-FIRST yes|no)",
                             name);
             return REDISMODULE_ERR;
         }
         int v = i + 1 < argc ? parse_yes_no(argv[i + 1]) : -1;
         if (v < 0) {
-            RedisModule_Log(ctx, "warning", "mcaptcha_cache: load option INTERNAL-COMMANDS needs the value yes or no");
+            RedisModule_Log(ctx, "warning", "mcaptcha_cache: load option %s needs the value yes or no",
+                            internal ? "INTERNAL-COMMANDS" : "MODULE-LIST-FIRST");
             return REDISMODULE_ERR;
         }
-        mc_internal_set_open(v);
+        if (internal) mc_internal_set_open(v);
+        else module_list_first = v;
     }
     return REDISMODULE_OK;
 }
@@ -95,6 +103,7 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) 
     if (lock_cmd_register(ctx) == REDISMODULE_ERR) return REDISMODULE_ERR;
     if (RedisModule_RegisterInfoFunc(ctx, info_callback) == REDISMODULE_ERR) return REDISMODULE_ERR;
     if (captcha_cmd_register(ctx) == REDISMODULE_ERR) return REDISMODULE_ERR;
+    if (module_list_register(ctx, module_list_first) == REDISMODULE_ERR) return REDISMODULE_ERR;
     RedisModule_Log(ctx, "notice", "mcaptcha_cache %s loaded (clock: %s; internal commands: %s)", MODULE_VERSION_STRING,
                     mc_clock_name(), mc_internal_open() ? "open to clients (INTERNAL-COMMANDS yes)" : "replication and AOF only");
     return REDISMODULE_OK;

@@ -42,6 +42,9 @@ extern RedisModuleType *ChallengeType;
 int captcha_type_register(RedisModuleCtx *ctx);
 int legacy_type_register(RedisModuleCtx *ctx);
 int captcha_cmd_register(RedisModuleCtx *ctx);
+/* MCAPTCHA_CACHE.MODULE_LIST and the module-list-first option (module_list.c):
+ * `first` is the MODULE-LIST-FIRST load argument. */
+int module_list_register(RedisModuleCtx *ctx, int first);
 
 /* The text form of a captcha's state (captcha_type.c): the arguments after the
  * key of an MCAPTCHA_CACHE.CAPTCHA_SET that rebuilds it exactly. Free with
