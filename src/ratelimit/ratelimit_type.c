@@ -36,11 +36,14 @@ static void *GcraRdbLoad(RedisModuleIO *rdb, int encver) {
     uint64_t tat, t, limit;
     gcra_params p;
     /* The same bounds as RL.GCRA_SET, so that an AOF rewrite can rebuild it. */
-    LOAD_U64(tat, GCRA_MAX_TIME_US);
-    LOAD_U64(t, GCRA_MAX_PERIOD_US);
-    LOAD_U64(limit, GCRA_MAX_LIMIT);
+    LOAD_FIELD(tat, 1, GCRA_MAX_TIME_US, "tat");
+    LOAD_FIELD(t, 1, GCRA_MAX_PERIOD_US, "emission_interval");
+    LOAD_FIELD(limit, 1, GCRA_MAX_LIMIT, "limit");
     /* emission * limit re-derives the DVT with the same overflow checks. */
-    if (tat == 0 || t == 0 || gcra_params_init(&p, limit, 1, t) != 0) goto fail;
+    if (gcra_params_init(&p, limit, 1, t) != 0) {
+        RedisModule_LogIOError(rdb, "warning", "mcaptcha_cache: stored value refused: emission_interval * limit overflows");
+        goto fail;
+    }
     gcra_value *v = RedisModule_Alloc(sizeof(*v));
     v->tat_us = tat;
     v->params = p;
@@ -103,9 +106,8 @@ static void *WindowRdbLoad(RedisModuleIO *rdb, int encver) {
         return NULL;
     }
     uint64_t window, limit;
-    LOAD_U64(window, LB_MAX_WINDOW_MS);
-    LOAD_U64(limit, UINT32_MAX);
-    if (limit == 0) goto fail;
+    LOAD_FIELD(window, LB_MIN_WINDOW_MS, LB_MAX_WINDOW_MS, "window");
+    LOAD_FIELD(limit, 1, UINT32_MAX, "limit");
     window_value *v = RedisModule_Calloc(1, sizeof(*v));
     v->limit = limit;
     if (lb_init(&v->hits, window) != LB_OK || bucket_rdb_load(rdb, &v->hits) != 0) {

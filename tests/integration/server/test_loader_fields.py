@@ -1,0 +1,120 @@
+"""Every loader refuses every invalid field, by name.
+
+A DUMP of a real key is decoded into its module fields (the RDB module-value
+encoding: opcode, then a length-encoded unsigned or a string), one field is set
+to a value the command could never store, and the payload is re-packed with a
+valid CRC. RESTORE must refuse it ("Bad data format"), leave no key, and the
+server log must name the refused field. The same checks run on RDB load, as
+both go through the type's rdb_load."""
+
+import struct
+
+import pytest
+import redis
+
+from dumps import repack
+
+UINT, STRING, EOF = 2, 5, 0
+
+
+def _read_len(b, i):
+    t = b[i] >> 6
+    if t == 0:
+        return b[i] & 0x3F, i + 1
+    if t == 1:
+        return ((b[i] & 0x3F) << 8) | b[i + 1], i + 2
+    if b[i] == 0x80:
+        return struct.unpack(">I", b[i + 1:i + 5])[0], i + 5
+    if b[i] == 0x81:
+        return struct.unpack(">Q", b[i + 1:i + 9])[0], i + 9
+    raise ValueError("special string encoding at %d" % i)
+
+
+def _write_len(v):
+    if v < 64:
+        return bytes([v])
+    if v < 16384:
+        return bytes([0x40 | (v >> 8), v & 0xFF])
+    if v < 2 ** 32:
+        return b"\x80" + struct.pack(">I", v)
+    return b"\x81" + struct.pack(">Q", v)
+
+
+def decode(payload):
+    """(header, [(opcode, value)...]) of a module value's DUMP payload."""
+    body = payload[:-10]
+    assert body[0] == 7, "RDB_TYPE_MODULE_2 expected"
+    _, i = _read_len(body, 1)  # module id + encver
+    header = body[:i]
+    fields = []
+    while True:
+        op, i = _read_len(body, i)
+        if op == EOF:
+            break
+        if op == UINT:
+            v, i = _read_len(body, i)
+        elif op == STRING:
+            n, i = _read_len(body, i)
+            v, i = body[i:i + n], i + n
+        else:
+            raise ValueError("opcode %d" % op)
+        fields.append((op, v))
+    assert i == len(body)
+    return header, fields, payload[-10:-8]
+
+
+def encode(header, fields, version):
+    out = bytearray(header)
+    for op, v in fields:
+        out += _write_len(op)
+        out += _write_len(v) if op == UINT else _write_len(len(v)) + v
+    out += _write_len(EOF)
+    return repack(bytes(out), version)
+
+
+def _refused(server, r, payload, field):
+    mark = len(open(server.logfile, "rb").read())
+    with pytest.raises(redis.ResponseError) as e:
+        r.restore("bad", 0, payload)
+    assert "Bad data format" in str(e.value)
+    assert r.exists("bad") == 0
+    log = open(server.logfile, "rb").read()[mark:].decode("utf-8", "replace")
+    assert ("field %s " % field) in log or ("field %s\n" % field) in log, log
+
+
+def _mutated(r, key, index, value):
+    header, fields, version = decode(r.dump(key))
+    op, _ = fields[index]
+    assert op == UINT
+    fields[index] = (UINT, value)
+    return encode(header, fields, version)
+
+
+def test_codec_round_trips(server):
+    r = server.client()
+    r.execute_command("RL.GCRA", "g", 10, 1000)
+    p = r.dump("g")
+    assert encode(*decode(p)) == p
+
+
+# GCRA: tat_us, emission_us, limit
+@pytest.mark.parametrize("index,value,field", [
+    (0, 0, "tat"), (0, 2 ** 63, "tat"),
+    (1, 0, "emission_interval"), (1, 2 ** 62, "emission_interval"),
+    (2, 0, "limit"), (2, 2 ** 50, "limit"),
+])
+def test_gcra_loader_names_the_field(server, index, value, field):
+    r = server.client()
+    r.execute_command("RL.GCRA", "g", 10, 1000)
+    _refused(server, r, _mutated(r, "g", index, value), field)
+
+
+# window: window_ms, limit, then the bucket
+@pytest.mark.parametrize("index,value,field", [
+    (0, 0, "window"), (0, 2 ** 62, "window"),
+    (1, 0, "limit"), (1, 2 ** 33, "limit"),
+])
+def test_window_loader_names_the_field(server, index, value, field):
+    r = server.client()
+    r.execute_command("RL.WINDOW", "w", 10, 1000)
+    _refused(server, r, _mutated(r, "w", index, value), field)
