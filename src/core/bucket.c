@@ -53,13 +53,28 @@ static void sweep(lbucket *b, uint64_t now) {
     }
 }
 
+/* The sum of ring slots first..last (absolute slot numbers, last - first <
+ * nslots), walking the ring with one division instead of one per slot. */
+static uint64_t sum_slots(const lbucket *b, uint64_t first, uint64_t last) {
+    uint64_t sum = 0;
+    uint32_t i = (uint32_t)(first % b->nslots);
+    for (uint64_t s = first; s <= last; s++) {
+        sum += b->ring[i];
+        if (++i == b->nslots) i = 0;
+    }
+    return sum;
+}
+
 uint64_t lb_count(const lbucket *b, uint64_t now_ms) {
     if (b->total == 0) return 0;
     uint64_t now = effective_now(b, now_ms);
     if (slot_expiry(b, b->head) <= now) return 0;
-    uint64_t gone = 0;
-    for (uint64_t s = b->tail; slot_expiry(b, s) <= now; s++) gone += b->ring[s % b->nslots];
-    return b->total - gone;
+    if (slot_expiry(b, b->tail) > now) return b->total; /* nothing expired yet */
+    /* The newest expired slot: the largest s with (s + 1) * w + D <= now (the
+     * tail is one, so now >= D + w). Sum whichever span is shorter. */
+    uint64_t last_gone = (now - b->window_ms) / b->slot_ms - 1;
+    if (last_gone - b->tail + 1 <= b->head - last_gone) return b->total - sum_slots(b, b->tail, last_gone);
+    return sum_slots(b, last_gone + 1, b->head);
 }
 
 lb_status lb_add(lbucket *b, uint64_t now_ms, uint32_t n, uint64_t *count) {
