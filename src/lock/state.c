@@ -23,7 +23,27 @@ int lock_open_kind(RedisModuleCtx *ctx, RedisModuleString *keyname, int mode, in
     return 0;
 }
 
+/* Replicate LOCK.STATE with the lock's exact state (lock_state_args' layout).
+ * A free lock and a lock with one holder -- the common cases -- go straight
+ * into RedisModule_Replicate's format, without building module strings. */
 static void replicate_state(RedisModuleCtx *ctx, RedisModuleString *keyname, const lockv *l) {
+    long long permits = l->permits, last = (long long)l->last_token;
+    if (l->nholders == 0) {
+        if (l->ephemeral) RedisModule_Replicate(ctx, CMD_LOCK_STATE, "slllc", keyname, permits, last, 0LL, "EPHEMERAL");
+        else RedisModule_Replicate(ctx, CMD_LOCK_STATE, "slll", keyname, permits, last, 0LL);
+        return;
+    }
+    if (l->nholders == 1) {
+        const lock_holder *h = &l->holders[0];
+        long long exp = (long long)h->expires_ms, count = h->count, token = (long long)h->token;
+        if (l->ephemeral)
+            RedisModule_Replicate(ctx, CMD_LOCK_STATE, "slllblllc", keyname, permits, last, 1LL, h->owner,
+                                  h->owner_len, exp, count, token, "EPHEMERAL");
+        else
+            RedisModule_Replicate(ctx, CMD_LOCK_STATE, "slllblll", keyname, permits, last, 1LL, h->owner, h->owner_len,
+                                  exp, count, token);
+        return;
+    }
     size_t n;
     RedisModuleString **args = lock_state_args(l, &n);
     RedisModule_Replicate(ctx, CMD_LOCK_STATE, "sv", keyname, args, n);
