@@ -1,7 +1,6 @@
 /* keys.c -- typed key opening and key ids; see keys.h. */
 #include "server/keys.h"
 
-#include <stdio.h>
 #include <string.h>
 
 int mc_open_typed(RedisModuleCtx *ctx, RedisModuleString *keyname, int mode, RedisModuleType *type,
@@ -17,24 +16,41 @@ int mc_open_typed(RedisModuleCtx *ctx, RedisModuleString *keyname, int mode, Red
     return 0;
 }
 
+/* "<db>:" into out (at least 12 bytes); returns its length. No printf: this is
+ * on every lock write and wait-queue lookup. */
+static size_t db_prefix(int db, char *out) {
+    char tmp[11];
+    size_t n = 0;
+    unsigned v = db < 0 ? 0u - (unsigned)db : (unsigned)db;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    size_t at = 0;
+    if (db < 0) out[at++] = '-';
+    while (n) out[at++] = tmp[--n];
+    out[at++] = ':';
+    return at;
+}
+
 char *mc_db_key_buf(int db, RedisModuleString *key, char *stackbuf, size_t cap, size_t *len) {
     size_t klen;
     const char *k = RedisModule_StringPtrLen(key, &klen);
     char prefix[16];
-    int n = snprintf(prefix, sizeof(prefix), "%d:", db);
-    *len = (size_t)n + klen;
+    size_t n = db_prefix(db, prefix);
+    *len = n + klen;
     char *buf = *len <= cap ? stackbuf : RedisModule_Alloc(*len);
-    memcpy(buf, prefix, (size_t)n);
+    memcpy(buf, prefix, n);
     memcpy(buf + n, k, klen);
     return buf;
 }
 
 RedisModuleString *mc_db_key_id(int db, RedisModuleString *key) {
     char prefix[16];
-    int n = snprintf(prefix, sizeof(prefix), "%d:", db);
+    size_t n = db_prefix(db, prefix);
     size_t len;
     const char *k = RedisModule_StringPtrLen(key, &len);
-    RedisModuleString *id = RedisModule_CreateString(NULL, prefix, (size_t)n);
+    RedisModuleString *id = RedisModule_CreateString(NULL, prefix, n);
     RedisModule_StringAppendBuffer(NULL, id, k, len);
     return id;
 }
