@@ -117,6 +117,16 @@ void lease_track(RedisModuleCtx *ctx, RedisModuleString *keyname, const lockv *l
     RedisModule_FreeString(NULL, id);
 }
 
+/* Locks that arrived by RDB load, RESTORE or COPY, waiting for their timers. */
+typedef struct loaded_lock {
+    int db;
+    RedisModuleString *key;
+    struct loaded_lock *next;
+} loaded_lock;
+
+static loaded_lock *loaded;
+static int loaded_timer_armed;
+
 static void arm_or_track(RedisModuleCtx *ctx, int db, RedisModuleString *keyname);
 
 /* Key events (generic, expired, evicted). A key that went (deleted, expired,
@@ -125,9 +135,16 @@ static void arm_or_track(RedisModuleCtx *ctx, int db, RedisModuleString *keyname
  * a key that
  * arrived (renamed, moved or copied here) gets its lease timer armed (or, on a
  * replica, tracked) under its new name and db. */
+static int arriving; /* a held lock just left by RENAME/MOVE: its "_to" event comes next */
+
 static int on_key_event(RedisModuleCtx *ctx, int type, const char *event, RedisModuleString *keyname) {
     (void)type;
+    /* The common case, and all an unrelated DEL pays: no held lock, no lock
+     * waiting for its timer, nobody waiting on any key. */
+    if (RedisModule_DictSize(lease_timers) == 0 && loaded == NULL && waitq_total() == 0 && !arriving)
+        return REDISMODULE_OK;
     if (strcmp(event, "rename_to") == 0 || strcmp(event, "move_to") == 0 || strcmp(event, "copy_to") == 0) {
+        arriving = 0;
         arm_or_track(ctx, -1, keyname);
         return REDISMODULE_OK;
     }
@@ -144,7 +161,12 @@ static int on_key_event(RedisModuleCtx *ctx, int type, const char *event, RedisM
     size_t idlen;
     char *idbuf = mc_db_key_buf(RedisModule_GetSelectedDb(ctx), keyname, stackbuf, sizeof(stackbuf), &idlen);
     lease_timer *t = RedisModule_DictGetC(lease_timers, idbuf, idlen, NULL);
-    if (t) forget(ctx, t);
+    if (t) {
+        forget(ctx, t);
+        /* A renamed or moved key's lease continues under the name of the
+         * "_to" event that follows at once. */
+        if (event[0] == 'r' || event[0] == 'm') arriving = 1;
+    }
     if (idbuf != stackbuf) RedisModule_Free(idbuf);
     return REDISMODULE_OK;
 }
@@ -182,15 +204,6 @@ static void arm_or_track(RedisModuleCtx *ctx, int db, RedisModuleString *keyname
     RedisModule_SelectDb(ctx, saved);
 }
 
-/* Locks that arrived by RDB load, RESTORE or COPY, waiting for their timers. */
-typedef struct loaded_lock {
-    int db;
-    RedisModuleString *key;
-    struct loaded_lock *next;
-} loaded_lock;
-
-static loaded_lock *loaded;
-static int loaded_timer_armed;
 
 static void arm_loaded(RedisModuleCtx *ctx, void *data) {
     (void)data;
