@@ -47,7 +47,7 @@ ASAN_MODULE := $(ASAN_DIR)/$(MODULE)
 ASAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
 
 .PHONY: all run test unit unit-valgrind integration integration-asan install clean deps-build deps-run deps-test \
-	bench deps-bench fuzz fuzz-replay deps-fuzz mutants readme-acl
+	bench deps-bench fuzz fuzz-replay deps-fuzz mutants readme-acl commands-md
 
 all: $(MODULE)
 
@@ -124,6 +124,10 @@ fuzz-replay: deps-fuzz | $(REDISMODULE_H)
 # Hand-written mutants (tests/mutants/*.patch): each must make its tests fail.
 mutants: deps-test | $(REDISMODULE_H)
 	sh tests/mutants/run.sh
+
+# Rewrite docs/commands.md from the command metadata and scripts/command_notes.py.
+commands-md: $(MODULE)
+	$(PYTHON) scripts/commands_md.py
 
 # Rewrite the README's example ACL users from the command table (after adding a command).
 readme-acl: $(MODULE)

@@ -1,0 +1,88 @@
+"""What COMMAND DOCS cannot say about each command: its reply, its errors and an
+example. scripts/commands_md.py merges these with the module's own COMMAND DOCS
+and COMMAND INFO (summary, syntax, arguments, complexity, flags) into
+docs/commands.md. Every registered command must have an entry here; the test
+tests/integration/server/test_commands_md.py fails when one is missing or when
+docs/commands.md is out of date (`make commands-md` rewrites it)."""
+
+INTERNAL = "Internal: accepted only from replication and AOF loading unless the module is loaded with `INTERNAL-COMMANDS yes`; clients get `ERR <command> is internal …`."
+RL_REPLY = "Array `[allowed (1|0), remaining, retry_after_ms (-1 when allowed or when it can never fit), reset_after_ms]`."
+
+NOTES = {
+    # ---- captcha family (the mCaptcha protocol; docs/protocol.md) ----
+    "MCAPTCHA_CACHE.ADD_CAPTCHA": (
+        "`OK`.",
+        "`ERR captcha already exists`; `ERR invalid JSON: …`; `ERR invalid config: …` (naming the rule broken).",
+        "MCAPTCHA_CACHE.ADD_CAPTCHA mysite '{\"levels\":[{\"visitor_threshold\":5,\"difficulty_factor\":500}],\"duration\":30}'"),
+    "MCAPTCHA_CACHE.ADD_VISITOR": (
+        "Bulk string, JSON `{\"duration\":<seconds>,\"difficulty_factor\":<n>}` for the count after this visit.",
+        "`Captcha not found` (bare, no ERR code); `ERR visitor count limit reached …`.",
+        "MCAPTCHA_CACHE.ADD_VISITOR mysite"),
+    "MCAPTCHA_CACHE.GET": (
+        "Integer: the visits still counting.", "`Captcha not found` (bare).", "MCAPTCHA_CACHE.GET mysite"),
+    "MCAPTCHA_CACHE.CAPTCHA_EXISTS": (
+        "Integer `0` when the captcha exists, `1` when it does not (inverted, as mCaptcha expects).", "None.",
+        "MCAPTCHA_CACHE.CAPTCHA_EXISTS mysite"),
+    "MCAPTCHA_CACHE.DELETE_CAPTCHA": ("`OK`.", "`Captcha not found` (bare).", "MCAPTCHA_CACHE.DELETE_CAPTCHA mysite"),
+    "MCAPTCHA_CACHE.RENAME_CAPTCHA": (
+        "`OK`, also when `name` does not exist.",
+        "`ERR target captcha already exists`; `CROSSSLOT` in Redis Cluster when the names hash to different slots.",
+        "MCAPTCHA_CACHE.RENAME_CAPTCHA mysite mysite2"),
+    "MCAPTCHA_CACHE.ADD_CHALLENGE": (
+        "`OK`; the challenge expires `duration` seconds later.",
+        "`Challenge already exists` (bare); `ERR invalid JSON: …`; `ERR invalid challenge: …`.",
+        "MCAPTCHA_CACHE.ADD_CHALLENGE mysite '{\"difficulty\":500,\"duration\":30,\"challenge\":\"n0nce\"}'"),
+    "MCAPTCHA_CACHE.GET_CHALLENGE": (
+        "Bulk string, JSON `{\"difficulty_factor\":<n>,\"duration\":<seconds>}`; the challenge is deleted (one-shot).",
+        "`Challenge not found` (bare).", "MCAPTCHA_CACHE.GET_CHALLENGE mysite n0nce"),
+    "MCAPTCHA_CACHE.DELETE_CHALLENGE": ("`OK`.", "`Challenge not found` (bare).",
+                                        "MCAPTCHA_CACHE.DELETE_CHALLENGE mysite n0nce"),
+    "MCAPTCHA_CACHE.MODULE_LIST": (
+        "The reply of `MODULE LIST`, same shape and protocol, with `mcaptcha_cache` first.",
+        "None. A client's `MODULE LIST` runs this command while `module-list-first` is on.",
+        "MCAPTCHA_CACHE.MODULE_LIST"),
+    "MCAPTCHA_CACHE.VISIT_AT": ("Integer: the count after the visit. " + INTERNAL, "`ERR no captcha at this key`; range errors.",
+                                "MCAPTCHA_CACHE.VISIT_AT mcap:captcha::{mysite} 1700000000000"),
+    "MCAPTCHA_CACHE.CAPTCHA_SET": ("`OK`. " + INTERNAL, "`ERR invalid captcha state: …`.",
+                                   "MCAPTCHA_CACHE.CAPTCHA_SET mcap:captcha::{mysite} 30 1 5 500 1700000000000 0"),
+    "MCAPTCHA_CACHE.CHALLENGE_SET": ("`OK`. " + INTERNAL, "Range errors; `ERR syntax error`.",
+                                     "MCAPTCHA_CACHE.CHALLENGE_SET mcap:CHALLENGE:{mysite}:n0nce 500 30 PXAT 1700000030000"),
+    # ---- rate limits ----
+    "CL.THROTTLE": (
+        "Array `[limited (0|1), limit, remaining, retry_after_s (-1 when allowed), reset_after_s]`, seconds rounded up (redis-cell's reply).",
+        "Range errors naming the argument; `ERR max_burst * period / count is too large`; `WRONGTYPE`.",
+        "CL.THROTTLE user:42 15 30 60 1"),
+    "RL.GCRA": (RL_REPLY, "Range errors naming the argument; unknown options named; `ERR cost too large for this rate`; `WRONGTYPE`.",
+                "RL.GCRA api:user:42 100 60000 BURST 20 COST 1 WAIT 500"),
+    "RL.GCRA_PEEK": (RL_REPLY + " Changes nothing.", "As `RL.GCRA`.", "RL.GCRA_PEEK api:user:42 100 60000"),
+    "RL.WINDOW": (RL_REPLY, "Range errors; `ERR the key holds a window of another length …`; `WRONGTYPE`.",
+                  "RL.WINDOW login:1.2.3.4 5 60000"),
+    "RL.WINDOW_PEEK": (RL_REPLY + " Changes nothing.", "As `RL.WINDOW`.", "RL.WINDOW_PEEK login:1.2.3.4 5 60000"),
+    "RL.REFUND": ("Integer: the units given back (at most `n`; the newest first; never below empty).",
+                  "Range errors; `WRONGTYPE` on a key that is not a GCRA or window limiter.", "RL.REFUND api:user:42 1"),
+    "RL.MULTI": (
+        "Array `[allowed, refused_index (1-based; 0 when allowed), retry_after_ms (the longest among the refusing limits; -1 when allowed or never possible), remaining (the smallest)]`.",
+        "Range errors; `ERR the same key appears in two limits`; `ERR limit type must be GCRA or WINDOW`; `CROSSSLOT` when the keys do not share a hash slot.",
+        "RL.MULTI 1 2 {u42}:s GCRA 10 1000 {u42}:m WINDOW 100 60000"),
+    "RL.CONCURRENCY": (RL_REPLY + " `retry_after_ms` is the time until the earliest lease ends.",
+                       "Range errors; `WRONGTYPE` (also on a LOCK.* key).", "RL.CONCURRENCY jobs:export worker-7 30000 4"),
+    "RL.CONCURRENCY_RELEASE": ("Integer `1`, or `0` when the holder held no slot (e.g. its lease had ended).",
+                               "`WRONGTYPE` (also on a LOCK.* key).", "RL.CONCURRENCY_RELEASE jobs:export worker-7"),
+    "RL.GCRA_SET": ("`OK`. " + INTERNAL, "Range errors naming the field.", "RL.GCRA_SET api:user:42 1700000000000000 600000 100"),
+    "RL.WINDOW_HIT": ("Integer: the count after the hits. " + INTERNAL, "Range errors; `ERR the window's time slot is full`.",
+                      "RL.WINDOW_HIT login:1.2.3.4 60000 5 1700000000000 1 0"),
+    "RL.WINDOW_SET": ("`OK`. " + INTERNAL, "`ERR invalid window state: …`.", "RL.WINDOW_SET login:1.2.3.4 60000 5 1700000000000 0"),
+    # ---- locks ----
+    "LOCK.ACQUIRE": (
+        "Granted: `[1, fencing token, lease_ms]`; refused: `[0, -1, ms until the earliest lease ends (-1 when nobody holds it)]`. With WAIT the caller blocks, first come first served, until granted or its timeout.",
+        "`ERR owner must be 1 to 256 bytes`; range errors; `ERR PERMITS differs from the semaphore's size …`; `ERR the lock's fencing tokens are exhausted …`; `WRONGTYPE` (also on an RL.CONCURRENCY key).",
+        "LOCK.ACQUIRE orders:42 worker-7 10000 WAIT 5000"),
+    "LOCK.RELEASE": ("Integer: the acquisitions the owner still holds (0: released; the next waiter is served).",
+                     "`ERR the lock is not held by this owner`; `WRONGTYPE`.", "LOCK.RELEASE orders:42 worker-7"),
+    "LOCK.EXTEND": ("Integer: the new lease in ms, counted from now.", "`ERR the lock is not held by this owner`; range errors; `WRONGTYPE`.",
+                    "LOCK.EXTEND orders:42 worker-7 10000"),
+    "LOCK.INSPECT": ("Array `[permits, last fencing token, waiters, [[owner, lease_ms left, token, count], …]]`, or nil when there is no such lock.",
+                     "`WRONGTYPE`.", "LOCK.INSPECT orders:42"),
+    "LOCK.STATE": ("`OK`. " + INTERNAL, "`ERR invalid lock state: …` naming the field.",
+                   "LOCK.STATE orders:42 1 1700000000000123 1 worker-7 1700000010000 1 1700000000000123"),
+}
