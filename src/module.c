@@ -34,6 +34,7 @@
 
 static void info_callback(RedisModuleInfoCtx *ctx, int for_crash_report) {
     (void)for_crash_report;
+    captcha_info(ctx);
     rl_stats_info(ctx);
     lock_info(ctx);
 }

@@ -28,6 +28,12 @@
 #include "server/internal.h"
 #include "server/keys.h"
 
+/* INFO `captcha` counters (captcha_info). */
+static struct {
+    long long added, deleted, visits, not_found, challenges_added, challenges_refused, challenges_served,
+        challenges_deleted, challenges_missed;
+} cstats;
+
 /* ==== Helpers ==== */
 
 /* Build the key `prefix` + name + "}" + suffix. In cluster mode, reply with an
@@ -159,6 +165,7 @@ static int AddCaptcha_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv
         } else {
             RedisModule_ModuleTypeSetValue(key, CaptchaType, c);
             replicate_captcha_state(ctx, keyname, c);
+            cstats.added++;
             RedisModule_ReplyWithSimpleString(ctx, "OK");
         }
     }
@@ -178,7 +185,10 @@ static int AddVisitor_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv
     RedisModuleKey *key;
     if (open_typed_or_reply(ctx, keyname, REDISMODULE_READ | REDISMODULE_WRITE, CaptchaType, &key, &empty) != 0) goto out;
     if (empty) {
-        if (!missing_elsewhere_or_reply(ctx, argv[1])) RedisModule_ReplyWithError(ctx, ERR_CAPTCHA_NOT_FOUND);
+        if (!missing_elsewhere_or_reply(ctx, argv[1])) {
+            cstats.not_found++;
+            RedisModule_ReplyWithError(ctx, ERR_CAPTCHA_NOT_FOUND);
+        }
     } else {
         captcha *c = RedisModule_ModuleTypeGetValue(key);
         uint64_t count;
@@ -197,6 +207,7 @@ static int AddVisitor_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv
             buf[n++] = '}';
             RedisModule_ReplyWithStringBuffer(ctx, buf, n);
             RedisModule_Replicate(ctx, CMD_VISIT_AT, "sl", keyname, (long long)c->visits.last_ms);
+            cstats.visits++;
         }
     }
     RedisModule_CloseKey(key);
@@ -215,7 +226,10 @@ static int Get_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int a
     RedisModuleKey *key;
     if (open_typed_or_reply(ctx, keyname, REDISMODULE_READ, CaptchaType, &key, &empty) != 0) goto out;
     if (empty) {
-        if (!missing_elsewhere_or_reply(ctx, argv[1])) RedisModule_ReplyWithError(ctx, ERR_CAPTCHA_NOT_FOUND);
+        if (!missing_elsewhere_or_reply(ctx, argv[1])) {
+            cstats.not_found++;
+            RedisModule_ReplyWithError(ctx, ERR_CAPTCHA_NOT_FOUND);
+        }
     } else {
         captcha *c = RedisModule_ModuleTypeGetValue(key);
         RedisModule_ReplyWithLongLong(ctx, (long long)lb_count(&c->visits, mc_now_ms()));
@@ -252,10 +266,14 @@ static int DeleteCaptcha_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **a
     RedisModuleKey *key;
     if (open_typed_or_reply(ctx, keyname, REDISMODULE_READ | REDISMODULE_WRITE, CaptchaType, &key, &empty) == 0) {
         if (empty) {
-            if (!missing_elsewhere_or_reply(ctx, argv[1])) RedisModule_ReplyWithError(ctx, ERR_CAPTCHA_NOT_FOUND);
+            if (!missing_elsewhere_or_reply(ctx, argv[1])) {
+                cstats.not_found++;
+                RedisModule_ReplyWithError(ctx, ERR_CAPTCHA_NOT_FOUND);
+            }
         } else {
             RedisModule_DeleteKey(key);
             RedisModule_Replicate(ctx, "DEL", "s", keyname);
+            cstats.deleted++;
             RedisModule_ReplyWithSimpleString(ctx, "OK");
         }
         RedisModule_CloseKey(key);
@@ -337,6 +355,7 @@ static int AddChallenge_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **ar
     RedisModuleKey *key;
     if (open_typed_or_reply(ctx, keyname, REDISMODULE_READ | REDISMODULE_WRITE, ChallengeType, &key, &empty) == 0) {
         if (!empty) {
+            cstats.challenges_refused++;
             RedisModule_ReplyWithError(ctx, ERR_CHALLENGE_EXISTS);
         } else if (missing_elsewhere_or_reply(ctx, argv[1])) {
             /* replied TRYAGAIN */
@@ -348,6 +367,7 @@ static int AddChallenge_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **ar
             RedisModule_SetAbsExpire(key, expire_at);
             RedisModule_Replicate(ctx, CMD_CHALLENGE_SET, "sllcl", keyname, (long long)ch.difficulty_factor,
                                   (long long)ch.duration_s, "PXAT", expire_at);
+            cstats.challenges_added++;
             RedisModule_ReplyWithSimpleString(ctx, "OK");
         }
         RedisModule_CloseKey(key);
@@ -368,7 +388,10 @@ static int take_challenge(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
     RedisModuleKey *key;
     if (open_typed_or_reply(ctx, keyname, REDISMODULE_READ | REDISMODULE_WRITE, ChallengeType, &key, &empty) == 0) {
         if (empty) {
-            if (!missing_elsewhere_or_reply(ctx, argv[1])) RedisModule_ReplyWithError(ctx, ERR_CHALLENGE_NOT_FOUND);
+            if (!missing_elsewhere_or_reply(ctx, argv[1])) {
+                cstats.challenges_missed++;
+                RedisModule_ReplyWithError(ctx, ERR_CHALLENGE_NOT_FOUND);
+            }
         } else {
             challenge *ch = RedisModule_ModuleTypeGetValue(key);
             if (reply_value) {
@@ -381,6 +404,8 @@ static int take_challenge(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
             }
             RedisModule_DeleteKey(key);
             RedisModule_Replicate(ctx, "DEL", "s", keyname);
+            if (reply_value) cstats.challenges_served++;
+            else cstats.challenges_deleted++;
         }
         RedisModule_CloseKey(key);
     }
@@ -501,6 +526,19 @@ static const mc_command commands[] = {
     {CMD_CAPTCHA_SET, CaptchaSet_RedisCommand, "write deny-oom", 1, 1, 1},
     {CMD_CHALLENGE_SET, ChallengeSet_RedisCommand, "write deny-oom fast", 1, 1, 1},
 };
+
+void captcha_info(RedisModuleInfoCtx *ctx) {
+    RedisModule_InfoAddSection(ctx, "captcha");
+    RedisModule_InfoAddFieldLongLong(ctx, "captchas_added", cstats.added);
+    RedisModule_InfoAddFieldLongLong(ctx, "captchas_deleted", cstats.deleted);
+    RedisModule_InfoAddFieldLongLong(ctx, "visits", cstats.visits);
+    RedisModule_InfoAddFieldLongLong(ctx, "captcha_not_found", cstats.not_found);
+    RedisModule_InfoAddFieldLongLong(ctx, "challenges_added", cstats.challenges_added);
+    RedisModule_InfoAddFieldLongLong(ctx, "challenges_refused", cstats.challenges_refused);
+    RedisModule_InfoAddFieldLongLong(ctx, "challenges_served", cstats.challenges_served);
+    RedisModule_InfoAddFieldLongLong(ctx, "challenges_deleted", cstats.challenges_deleted);
+    RedisModule_InfoAddFieldLongLong(ctx, "challenges_not_found", cstats.challenges_missed);
+}
 
 int captcha_cmd_register(RedisModuleCtx *ctx) {
     return mc_register_commands(ctx, commands, sizeof(commands) / sizeof(commands[0]), captcha_cmdinfo);

@@ -42,6 +42,8 @@ extern RedisModuleType *ChallengeType;
 int captcha_type_register(RedisModuleCtx *ctx);
 int legacy_type_register(RedisModuleCtx *ctx);
 int captcha_cmd_register(RedisModuleCtx *ctx);
+/* The `captcha` INFO section: commands' outcomes since the server started. */
+void captcha_info(RedisModuleInfoCtx *ctx);
 /* MCAPTCHA_CACHE.MODULE_LIST and the module-list-first option (module_list.c):
  * `first` is the MODULE-LIST-FIRST load argument. */
 int module_list_register(RedisModuleCtx *ctx, int first);
