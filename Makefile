@@ -47,7 +47,7 @@ ASAN_MODULE := $(ASAN_DIR)/$(MODULE)
 ASAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
 
 .PHONY: all run test unit unit-valgrind integration integration-asan install clean deps-build deps-run deps-test \
-	bench deps-bench fuzz fuzz-replay deps-fuzz mutants readme-acl commands-md
+	bench deps-bench fuzz fuzz-replay deps-fuzz mutants mutants-check readme-acl commands-md
 
 all: $(MODULE)
 
@@ -107,7 +107,7 @@ integration: $(MODULE)
 # seed corpora replayed (every loader invariant), integration tests against the
 # module, then again against the ASan/UBSan build; any failure or report fails.
 test: deps-test
-	@$(MAKE) --no-print-directory $(MODULE) unit unit-valgrind fuzz-replay integration integration-asan
+	@$(MAKE) --no-print-directory $(MODULE) mutants-check unit unit-valgrind fuzz-replay integration integration-asan
 
 deps-fuzz:
 	@sh scripts/deps.sh build fuzz
@@ -124,6 +124,10 @@ fuzz-replay: deps-fuzz | $(REDISMODULE_H)
 # Hand-written mutants (tests/mutants/*.patch): each must make its tests fail.
 mutants: deps-test | $(REDISMODULE_H)
 	sh tests/mutants/run.sh
+
+# Only check that every mutant patch still applies (fast; part of make test).
+mutants-check:
+	@MUTANTS_CHECK_ONLY=1 sh tests/mutants/run.sh
 
 # Rewrite docs/commands.md from the command metadata and scripts/command_notes.py.
 commands-md: $(MODULE)
