@@ -39,10 +39,9 @@ static void *LockRdbLoad(RedisModuleIO *rdb, int encver) {
     }
     lockv *l = NULL;
     uint64_t permits, last, n;
-    LOAD_U64(permits, LOCK_MAX_PERMITS);
-    LOAD_U64(last, LOCK_MAX_TOKEN);
-    LOAD_U64(n, LOCK_MAX_PERMITS);
-    if (permits == 0) goto fail;
+    LOAD_FIELD(permits, 1, LOCK_MAX_PERMITS, "permits");
+    LOAD_FIELD(last, 0, LOCK_MAX_TOKEN, "last_token");
+    LOAD_FIELD(n, 0, LOCK_MAX_PERMITS, "nholders");
     l = lock_new((uint32_t)permits);
     l->last_token = last;
     for (uint64_t i = 0; i < n; i++) {

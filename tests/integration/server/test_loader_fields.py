@@ -118,3 +118,15 @@ def test_window_loader_names_the_field(server, index, value, field):
     r = server.client()
     r.execute_command("RL.WINDOW", "w", 10, 1000)
     _refused(server, r, _mutated(r, "w", index, value), field)
+
+
+# lock: permits, last_token, nholders, then each holder (owner, expires_ms, count, token)
+@pytest.mark.parametrize("index,value,field", [
+    (0, 0, "permits"), (0, 2 ** 20, "permits"),
+    (1, 2 ** 63, "last_token"),
+    (2, 2 ** 20, "nholders"),
+])
+def test_lock_loader_names_the_field(server, index, value, field):
+    r = server.client()
+    assert r.execute_command("LOCK.ACQUIRE", "l", "owner", 60000, "PERMITS", 2)[0] == 1
+    _refused(server, r, _mutated(r, "l", index, value), field)
