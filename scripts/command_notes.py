@@ -75,7 +75,7 @@ NOTES = {
     # ---- locks ----
     "LOCK.ACQUIRE": (
         "Granted: `[1, fencing token, lease_ms]`; refused: `[0, -1, ms until the earliest lease ends (-1 when nobody holds it)]`. With WAIT the caller blocks, first come first served, until granted or its timeout.",
-        "`ERR owner must be 1 to 256 bytes`; range errors; `ERR PERMITS differs from the semaphore's size …`; `ERR the lock's fencing tokens are exhausted …`; `WRONGTYPE` (also on an RL.CONCURRENCY key).",
+        "`ERR owner must be 1 to 256 bytes`; range errors; `ERR PERMITS differs from the semaphore's size …`; `ERR the lock's fencing tokens are exhausted …`; `ERR SESSION is not allowed in scripts …` (EVAL/FCALL); `WRONGTYPE` (also on an RL.CONCURRENCY key).",
         "LOCK.ACQUIRE orders:42 worker-7 10000 WAIT 5000"),
     "LOCK.RELEASE": ("Integer: the acquisitions the owner still holds (0: released; the next waiter is served).",
                      "`ERR the lock is not held by this owner`; `WRONGTYPE`.", "LOCK.RELEASE orders:42 worker-7"),

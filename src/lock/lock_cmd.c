@@ -43,7 +43,8 @@
 /* LOCK.ACQUIRE <key> <owner> <lease ms> [PERMITS <n>] [REENTRANT] [SESSION] [WAIT <timeout ms>]
  * Reply: [1, fencing token, lease ms] when granted; [0, -1, ms until the earliest
  * lease ends (-1 if unknown)] when not. With WAIT the caller blocks, first come
- * first served, until granted or the timeout (then [0, -1, -1]). */
+ * first served, until granted or the timeout (then [0, -1, -1]). SESSION is
+ * refused inside scripts (EVAL/FCALL); MULTI/EXEC keeps the caller's connection. */
 static int LockAcquire_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc < 4) return RedisModule_WrongArity(ctx);
     lock_req req = {0};
@@ -67,7 +68,14 @@ static int LockAcquire_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **arg
             return RedisModule_ReplyWithError(ctx, ERR_SYNTAX);
         }
     }
-    if (session) req.client_id = RedisModule_GetClientId(ctx);
+    if (session) {
+        /* A script runs on the server's own script client, which never
+         * disconnects: a session bound to it would never end. */
+        if (RedisModule_GetContextFlags(ctx) & REDISMODULE_CTX_FLAGS_LUA)
+            return RedisModule_ReplyWithError(ctx, "ERR SESSION is not allowed in scripts (EVAL, FCALL): a script's "
+                                                   "client never disconnects; call LOCK.ACQUIRE ... SESSION directly");
+        req.client_id = RedisModule_GetClientId(ctx);
+    }
     req.owner = (char *)owner;
     return lock_acquire_flow(ctx, argv[1], &req, wait_ms);
 }

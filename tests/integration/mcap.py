@@ -115,3 +115,14 @@ def sleep_until(t):
     d = t - time.time()
     if d > 0:
         time.sleep(d)
+
+
+def wait_for(pred, timeout=10.0, what="condition"):
+    """Poll `pred` until it is true; fail after `timeout` seconds (a deadline
+    for a state, never a fixed sleep)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if pred():
+            return
+        time.sleep(0.005)
+    raise AssertionError("timed out after %.1fs waiting for %s" % (timeout, what))
