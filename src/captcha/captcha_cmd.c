@@ -15,7 +15,8 @@
  *   ADD_CAPTCHA -> CAPTCHA_SET key <state>      ADD_VISITOR -> VISIT_AT key <now ms>
  *   ADD_CHALLENGE -> CHALLENGE_SET key .. PXAT  RENAME_CAPTCHA -> RENAME old new (TTL kept)
  *   DELETE_CAPTCHA, GET_CHALLENGE, DELETE_CHALLENGE -> DEL key
- * Reads replicate nothing. */
+ * Reads replicate nothing. Every write also signals the declared name for
+ * CLIENT TRACKING and WATCH (tracking.c). */
 #include <stdio.h>
 #include <string.h>
 
@@ -165,6 +166,7 @@ static int AddCaptcha_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv
         } else {
             RedisModule_ModuleTypeSetValue(key, CaptchaType, c);
             replicate_captcha_state(ctx, keyname, c);
+            captcha_touched(ctx, argv[1]);
             cstats.added++;
             RedisModule_ReplyWithSimpleString(ctx, "OK");
         }
@@ -207,6 +209,7 @@ static int AddVisitor_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv
             buf[n++] = '}';
             RedisModule_ReplyWithStringBuffer(ctx, buf, n);
             RedisModule_Replicate(ctx, CMD_VISIT_AT, "sl", keyname, (long long)c->visits.last_ms);
+            captcha_touched(ctx, argv[1]);
             cstats.visits++;
         }
     }
@@ -273,6 +276,7 @@ static int DeleteCaptcha_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **a
         } else {
             RedisModule_DeleteKey(key);
             RedisModule_Replicate(ctx, "DEL", "s", keyname);
+            captcha_touched(ctx, argv[1]);
             cstats.deleted++;
             RedisModule_ReplyWithSimpleString(ctx, "OK");
         }
@@ -323,6 +327,8 @@ static int RenameCaptcha_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **a
     if (expire_at != REDISMODULE_NO_EXPIRE) RedisModule_SetAbsExpire(to, expire_at);
     RedisModule_DeleteKey(from);
     RedisModule_Replicate(ctx, "RENAME", "ss", oldname, newname);
+    captcha_touched(ctx, argv[1]);
+    captcha_touched(ctx, argv[2]);
     RedisModule_ReplyWithSimpleString(ctx, "OK");
 out:
     RedisModule_CloseKey(from);
@@ -367,6 +373,7 @@ static int AddChallenge_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **ar
             RedisModule_SetAbsExpire(key, expire_at);
             RedisModule_Replicate(ctx, CMD_CHALLENGE_SET, "sllcl", keyname, (long long)ch.difficulty_factor,
                                   (long long)ch.duration_s, "PXAT", expire_at);
+            captcha_touched(ctx, argv[1]);
             cstats.challenges_added++;
             RedisModule_ReplyWithSimpleString(ctx, "OK");
         }
@@ -404,6 +411,7 @@ static int take_challenge(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
             }
             RedisModule_DeleteKey(key);
             RedisModule_Replicate(ctx, "DEL", "s", keyname);
+            captcha_touched(ctx, argv[1]);
             if (reply_value) cstats.challenges_served++;
             else cstats.challenges_deleted++;
         }
@@ -448,6 +456,7 @@ static int VisitAt_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, i
             RedisModule_ReplyWithError(ctx, st == LB_ERR_FULL ? ERR_COUNT_FULL : ERR_NOMEM);
         } else {
             RedisModule_ReplicateVerbatim(ctx);
+            captcha_touched_key(ctx, argv[1]);
             RedisModule_ReplyWithLongLong(ctx, (long long)count);
         }
     }
@@ -477,6 +486,7 @@ static int CaptchaSet_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv
     RedisModule_ModuleTypeSetValue(key, CaptchaType, c);
     RedisModule_CloseKey(key);
     RedisModule_ReplicateVerbatim(ctx);
+    captcha_touched_key(ctx, argv[1]);
     return RedisModule_ReplyWithSimpleString(ctx, "OK");
 }
 
@@ -507,6 +517,7 @@ static int ChallengeSet_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **ar
     if (pxat) RedisModule_SetAbsExpire(key, (long long)pxat);
     RedisModule_CloseKey(key);
     RedisModule_ReplicateVerbatim(ctx);
+    captcha_touched_key(ctx, argv[1]);
     return RedisModule_ReplyWithSimpleString(ctx, "OK");
 }
 

@@ -55,6 +55,11 @@ RedisModuleString **captcha_state_args(const captcha *c, size_t *n);
 /* Parse those arguments; NULL and a message (no ERR code) in *err on failure. */
 captcha *captcha_from_args(RedisModuleString **argv, int argc, const char **err);
 
+/* CLIENT TRACKING / WATCH (tracking.c): signal the captcha name a public
+ * command declared, or the name inside a derived key (internal commands). */
+void captcha_touched(RedisModuleCtx *ctx, RedisModuleString *name);
+void captcha_touched_key(RedisModuleCtx *ctx, RedisModuleString *key);
+
 /* COMMAND DOCS metadata of the family (captcha_info.c). */
 extern mc_cmdinfo captcha_cmdinfo[];
 
