@@ -1,5 +1,9 @@
-/* cluster.c -- the hash slots this node's shard serves, read from CLUSTER SLOTS;
- * see cluster.h. */
+/* cluster.c -- the hash slots this node's shard serves; see cluster.h.
+ *
+ * CLUSTER SLOTS is only ever called from a command's context: called through
+ * RM_Call from a timer it crashes Valkey 8.0/8.1 (its reply code reads the
+ * calling client's connection, and a timer has none). Timers ask about one key
+ * with mc_key_is_mine_now instead. */
 #include "server/cluster.h"
 
 #include <string.h>
@@ -55,9 +59,16 @@ static void refresh_slots(RedisModuleCtx *ctx) {
     if (r) RedisModule_FreeCallReply(r);
 }
 
-int mc_slot_is_mine_fresh(RedisModuleCtx *ctx, unsigned slot) {
-    slots_read_at = 0;
-    return mc_slot_is_mine(ctx, slot);
+int mc_key_is_mine_now(RedisModuleCtx *ctx, RedisModuleString *key) {
+    if (!mc_cluster_enabled) return 1;
+    /* RM_Call checks, as for a client, that this node serves the key's slot
+     * (a missing key in a slot being migrated away is an ASK: not ours), and
+     * refuses the call otherwise. EXISTS reads nothing else and writes nothing
+     * (an expired key is deleted, as any read would). */
+    RedisModuleCallReply *r = RedisModule_Call(ctx, "EXISTS", "s", key);
+    int mine = r != NULL && RedisModule_CallReplyType(r) == REDISMODULE_REPLY_INTEGER;
+    if (r) RedisModule_FreeCallReply(r);
+    return mine;
 }
 
 int mc_slot_is_mine(RedisModuleCtx *ctx, unsigned slot) {

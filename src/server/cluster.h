@@ -11,10 +11,14 @@ extern int mc_cluster_enabled; /* set at load: cluster-enabled yes */
 void mc_cluster_init(RedisModuleCtx *ctx);
 
 /* Whether this node's shard (it, or its primary on a replica) serves hash slot
- * `slot`; 1 outside a cluster. From CLUSTER SLOTS, cached for 100 ms. */
+ * `slot`; 1 outside a cluster. From CLUSTER SLOTS, cached for 100 ms. Only
+ * from a command's context (never a timer: see cluster.c). */
 int mc_slot_is_mine(RedisModuleCtx *ctx, unsigned slot);
 
-/* The same, read from CLUSTER SLOTS now (a slot may just have moved away). */
-int mc_slot_is_mine_fresh(RedisModuleCtx *ctx, unsigned slot);
+/* Whether this node serves `key` now, as the cluster would route a client's
+ * command on it (a missing key in a slot migrating away is not ours); 1
+ * outside a cluster. Safe from timers; on a primary, with the key's db
+ * selected. */
+int mc_key_is_mine_now(RedisModuleCtx *ctx, RedisModuleString *key);
 
 #endif

@@ -9,7 +9,6 @@
 
 #include "server/waitq.h"
 
-#include "core/keyslot.h"
 #include "server/clock.h"
 #include "server/cluster.h"
 #include "server/keys.h"
@@ -168,10 +167,7 @@ static void expire_due(RedisModuleCtx *ctx, waitq *q, uint64_t now_us) {
 
 /* Whether the queue's key is in a hash slot this node no longer serves. */
 static int slot_moved(RedisModuleCtx *ctx, waitq *q) {
-    if (!mc_cluster_enabled) return 0;
-    size_t klen;
-    const char *k = RedisModule_StringPtrLen(q->key, &klen);
-    return !mc_slot_is_mine_fresh(ctx, keyslot_of(k, klen));
+    return !mc_key_is_mine_now(ctx, q->key);
 }
 
 /* Timer callback: answer the waiters whose deadline came, then serve the rest in
