@@ -47,7 +47,7 @@ ASAN_MODULE := $(ASAN_DIR)/$(MODULE)
 ASAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
 
 .PHONY: all run test unit unit-valgrind integration integration-asan install clean deps-build deps-run deps-test \
-	bench deps-bench fuzz fuzz-replay deps-fuzz mutants mutants-check readme-acl commands-md
+	bench deps-bench fuzz fuzz-replay deps-fuzz mutants mutants-check servers test-servers readme-acl commands-md
 
 all: $(MODULE)
 
@@ -100,8 +100,14 @@ integration-asan: $(ASAN_MODULE)
 	@if ls $(ASAN_DIR)/reports/* >/dev/null 2>&1; then echo "sanitizer reports:"; cat $(ASAN_DIR)/reports/*; exit 1; fi
 	@echo "integration-asan: no sanitizer reports"
 
+# SERVER=/path/to/redis-server (or valkey-server): run the integration tests
+# against that binary (make servers fetches the newer ones CI runs).
+SERVER ?=
+SERVER_ENV := $(if $(SERVER),REDIS_SERVER=$(SERVER))
+SERVERS := valkey-8.0 valkey-9.1 redis-8.0
+
 integration: $(MODULE)
-	MCAPTCHA_MODULE=$(CURDIR)/$(MODULE) $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration
+	$(SERVER_ENV) MCAPTCHA_MODULE=$(CURDIR)/$(MODULE) $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration
 
 # Everything: unit tests (plain and under valgrind), the fuzz reproducers and
 # seed corpora replayed (every loader invariant), integration tests against the
@@ -111,6 +117,16 @@ test: deps-test
 
 deps-fuzz:
 	@sh scripts/deps.sh build fuzz
+
+# Fetch (and build) the newer servers of the test matrix into /var/cache/mcaptcha-servers.
+servers:
+	@sh scripts/deps.sh build servers
+	@for s in $(SERVERS); do sh scripts/fetch-server.sh $$s || exit 1; done
+
+# The integration suite on each server of the matrix (CI runs this).
+test-servers: servers $(MODULE)
+	@for s in $(SERVERS); do echo "== integration on $$s"; \
+	    $(MAKE) --no-print-directory integration SERVER=$$(sh scripts/fetch-server.sh $$s) || exit 1; done
 
 # libFuzzer targets (tests/fuzz/README.md), each run for FUZZ_SECONDS; CI uses 60.
 FUZZ_SECONDS ?= 600

@@ -6,17 +6,17 @@
 static RedisModuleCommandArg args_lock_acquire[] = {
     ARG_KEY("key", 0, NULL),
     ARG_STR("owner", "owner token, 1 to 256 bytes"),
-    ARG_INT("lease", "milliseconds"),
-    OPT_INT("PERMITS", "holders allowed at once: 1 is a mutex, N a semaphore (default 1)"),
+    ARG_INT("lease-ms", "milliseconds"),
+    OPT_INT("PERMITS", "n", "holders allowed at once: 1 is a mutex, N a semaphore (default 1)"),
     {.name = "reentrant", .type = REDISMODULE_ARG_TYPE_PURE_TOKEN, .key_spec_index = -1, .token = "REENTRANT",
      .flags = REDISMODULE_CMD_ARG_OPTIONAL},
     {.name = "session", .type = REDISMODULE_ARG_TYPE_PURE_TOKEN, .key_spec_index = -1, .token = "SESSION",
      .flags = REDISMODULE_CMD_ARG_OPTIONAL},
-    OPT_INT("WAIT", "block up to this many milliseconds, first come first served"),
+    OPT_INT("WAIT", "timeout-ms", "block up to this many milliseconds, first come first served"),
     {0}};
 static RedisModuleCommandArg args_lock_owner[] = {ARG_KEY("key", 0, NULL), ARG_STR("owner", NULL), {0}};
 static RedisModuleCommandArg args_lock_extend[] = {
-    ARG_KEY("key", 0, NULL), ARG_STR("owner", NULL), ARG_INT("lease", "milliseconds from now"), {0}};
+    ARG_KEY("key", 0, NULL), ARG_STR("owner", NULL), ARG_INT("lease-ms", "milliseconds from now"), {0}};
 static RedisModuleCommandArg args_lock_key[] = {ARG_KEY("key", 0, NULL), {0}};
 static RedisModuleCommandArg args_lock_holder[] = {
     ARG_STR("owner", NULL), ARG_UNIX_MS("lease-end-unix-time-milliseconds", NULL), ARG_INT("count", NULL),
@@ -27,8 +27,8 @@ static RedisModuleCommandArg args_lock_state[] = {
      .flags = REDISMODULE_CMD_ARG_MULTIPLE | REDISMODULE_CMD_ARG_OPTIONAL, .subargs = args_lock_holder},
     {0}};
 static RedisModuleCommandArg args_concurrency[] = {
-    ARG_KEY("key", 0, NULL), ARG_STR("holder", "1 to 256 bytes"), ARG_INT("lease", "milliseconds"),
-    ARG_INT("limit", "holders at once"), OPT_INT("WAIT", "block up to this many milliseconds for a slot"), {0}};
+    ARG_KEY("key", 0, NULL), ARG_STR("holder", "1 to 256 bytes"), ARG_INT("lease-ms", "milliseconds"),
+    ARG_INT("limit", "holders at once"), OPT_INT("WAIT", "timeout-ms", "block up to this many milliseconds for a slot"), {0}};
 static RedisModuleCommandArg args_concurrency_release[] = {ARG_KEY("key", 0, NULL), ARG_STR("holder", NULL), {0}};
 
 mc_cmdinfo lock_cmdinfo[] = {

@@ -14,36 +14,36 @@ static RedisModuleCommandArg args_throttle[] = {
     ARG_KEY("key", 0, NULL),
     ARG_INT("max_burst", "the limiter admits max_burst + 1 at once"),
     ARG_INT("count_per_period", NULL),
-    ARG_INT("period", "seconds"),
+    ARG_INT("period-s", "seconds"),
     {.name = "quantity", .type = REDISMODULE_ARG_TYPE_INTEGER, .key_spec_index = -1,
      .flags = REDISMODULE_CMD_ARG_OPTIONAL, .summary = "default 1; 0 peeks"},
     {0}};
 static RedisModuleCommandArg args_gcra[] = {
     ARG_KEY("key", 0, NULL),
     ARG_INT("rate", "units per period"),
-    ARG_INT("period", "milliseconds"),
-    OPT_INT("BURST", "capacity: units that fit at once (default: rate)"),
-    OPT_INT("COST", "units this request takes (default 1)"),
-    OPT_INT("WAIT", "block up to this many milliseconds until the request fits"),
-    OPT_INT("AT", "use this Unix time in milliseconds instead of the clock"),
+    ARG_INT("period-ms", "milliseconds"),
+    OPT_INT("BURST", "capacity", "capacity: units that fit at once (default: rate)"),
+    OPT_INT("COST", "n", "units this request takes (default 1)"),
+    OPT_INT("WAIT", "timeout-ms", "block up to this many milliseconds until the request fits"),
+    OPT_INT("AT", "unix-ms", "use this Unix time in milliseconds instead of the clock"),
     {0}};
 static RedisModuleCommandArg args_gcra_peek[] = {
-    ARG_KEY("key", 0, NULL), ARG_INT("rate", "units per period"), ARG_INT("period", "milliseconds"),
-    OPT_INT("BURST", "capacity (default: rate)"), OPT_INT("COST", "default 1"), {0}};
+    ARG_KEY("key", 0, NULL), ARG_INT("rate", "units per period"), ARG_INT("period-ms", "milliseconds"),
+    OPT_INT("BURST", "capacity", "capacity (default: rate)"), OPT_INT("COST", "n", "default 1"), {0}};
 static RedisModuleCommandArg args_window[] = {
     ARG_KEY("key", 0, NULL),
     ARG_INT("limit", "units allowed within any window"),
-    ARG_INT("window", "milliseconds"),
-    OPT_INT("COST", "units this request takes (default 1)"),
-    OPT_INT("WAIT", "block up to this many milliseconds until the request fits"),
-    OPT_INT("AT", "use this Unix time in milliseconds instead of the clock"),
+    ARG_INT("window-ms", "milliseconds"),
+    OPT_INT("COST", "n", "units this request takes (default 1)"),
+    OPT_INT("WAIT", "timeout-ms", "block up to this many milliseconds until the request fits"),
+    OPT_INT("AT", "unix-ms", "use this Unix time in milliseconds instead of the clock"),
     {0}};
 static RedisModuleCommandArg args_window_peek[] = {
-    ARG_KEY("key", 0, NULL), ARG_INT("limit", NULL), ARG_INT("window", "milliseconds"), OPT_INT("COST", "default 1"), {0}};
+    ARG_KEY("key", 0, NULL), ARG_INT("limit", NULL), ARG_INT("window-ms", "milliseconds"), OPT_INT("COST", "n", "default 1"), {0}};
 static RedisModuleCommandArg args_refund[] = {ARG_KEY("key", 0, NULL), ARG_INT("n", "units to give back"), {0}};
 static RedisModuleCommandArg args_multi_limit[] = {
     ARG_KEY("key", 0, NULL), ARG_STR("type", "GCRA or WINDOW"), ARG_INT("limit", NULL),
-    ARG_INT("period", "milliseconds"), {0}};
+    ARG_INT("period-ms", "milliseconds"), {0}};
 static RedisModuleCommandArg args_multi[] = {
     ARG_INT("cost", "units taken from every limit"),
     ARG_INT("numlimits", NULL),
@@ -54,10 +54,10 @@ static RedisModuleCommandArg args_gcra_set[] = {
     ARG_KEY("key", 0, NULL), ARG_INT("tat", "Unix microseconds"), ARG_INT("emission_interval", "microseconds"),
     ARG_INT("limit", NULL), {0}};
 static RedisModuleCommandArg args_window_hit[] = {
-    ARG_KEY("key", 0, NULL), ARG_INT("window", "milliseconds"), ARG_INT("limit", NULL),
+    ARG_KEY("key", 0, NULL), ARG_INT("window-ms", "milliseconds"), ARG_INT("limit", NULL),
     ARG_UNIX_MS("unix-time-milliseconds", NULL), ARG_INT("cost", NULL), ARG_INT("reserved", "0"), {0}};
 static RedisModuleCommandArg args_window_set[] = {
-    ARG_KEY("key", 0, NULL), ARG_INT("window", "milliseconds"), ARG_INT("limit", NULL),
+    ARG_KEY("key", 0, NULL), ARG_INT("window-ms", "milliseconds"), ARG_INT("limit", NULL),
     ARG_UNIX_MS("last-unix-time-milliseconds", NULL), ARG_INT("nslots", NULL),
     {.name = "slot", .type = REDISMODULE_ARG_TYPE_BLOCK, .key_spec_index = -1,
      .flags = REDISMODULE_CMD_ARG_MULTIPLE | REDISMODULE_CMD_ARG_OPTIONAL, .subargs = mc_bucket_slot_args},

@@ -66,8 +66,10 @@ int mc_register_commands(RedisModuleCtx *ctx, const mc_command *cmds, size_t n, 
     {.name = (name_), .type = REDISMODULE_ARG_TYPE_INTEGER, .key_spec_index = -1, .summary = (summary_)}
 #define ARG_UNIX_MS(name_, summary_) \
     {.name = (name_), .type = REDISMODULE_ARG_TYPE_UNIX_TIME, .key_spec_index = -1, .summary = (summary_)}
-#define OPT_INT(token_, summary_)                                                              \
-    {.name = (token_), .type = REDISMODULE_ARG_TYPE_INTEGER, .key_spec_index = -1, .token = (token_), \
+/* An optional "TOKEN value" pair: `name_` names the value with its unit (it is
+ * also the display text newer servers show in hints: [WAIT timeout-ms]). */
+#define OPT_INT(token_, name_, summary_)                                                      \
+    {.name = (name_), .type = REDISMODULE_ARG_TYPE_INTEGER, .key_spec_index = -1, .token = (token_), \
      .flags = REDISMODULE_CMD_ARG_OPTIONAL, .summary = (summary_)}
 
 /* One command's metadata. */

@@ -126,3 +126,8 @@ def wait_for(pred, timeout=10.0, what="condition"):
             return
         time.sleep(0.005)
     raise AssertionError("timed out after %.1fs waiting for %s" % (timeout, what))
+
+
+# PTTL on Redis 7.2+ and Valkey rounds the remaining time up to the next ms
+# (7.0 rounds down): an upper bound on a PTTL allows this much above it.
+PTTL_SLACK_MS = 1

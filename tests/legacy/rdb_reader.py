@@ -184,11 +184,15 @@ class _Reader:
 
 def parse_rdb(data):
     """Parse RDB bytes. Returns (version, [Entry] in file order, aux dict)."""
-    if data[:5] != b"REDIS":
-        raise RdbError("not an RDB file (no REDIS magic)")
-    version = int(data[5:9])
+    # "REDIS" + 4 version digits; Valkey 9 writes "VALKEY" + 3 digits.
+    if data[:5] == b"REDIS":
+        version, start = int(data[5:9]), 9
+    elif data[:6] == b"VALKEY":
+        version, start = int(data[6:9]), 9
+    else:
+        raise RdbError("not an RDB file (no REDIS or VALKEY magic)")
     r = _Reader(data)
-    r.i = 9
+    r.i = start
     entries, aux = [], {}
     db, expire = 0, None
     while True:
