@@ -194,8 +194,10 @@ static int AddVisitor_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv
     } else {
         captcha *c = RedisModule_ModuleTypeGetValue(key);
         uint64_t count;
-        lb_status st = lb_add(&c->visits, mc_now_ms(), 1, &count);
-        if (st != LB_OK) {
+        lb_status st = c->legacy ? LB_OK : lb_add(&c->visits, mc_now_ms(), 1, &count);
+        if (c->legacy) {
+            RedisModule_ReplyWithError(ctx, ERR_UNREADABLE_CAPTCHA);
+        } else if (st != LB_OK) {
             RedisModule_ReplyWithError(ctx, st == LB_ERR_FULL ? ERR_COUNT_FULL : ERR_NOMEM);
         } else {
             /* {"duration":<s>,"difficulty_factor":<n>}, built without printf (hot path) */
@@ -235,7 +237,8 @@ static int Get_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int a
         }
     } else {
         captcha *c = RedisModule_ModuleTypeGetValue(key);
-        RedisModule_ReplyWithLongLong(ctx, (long long)lb_count(&c->visits, mc_now_ms()));
+        if (c->legacy) RedisModule_ReplyWithError(ctx, ERR_UNREADABLE_CAPTCHA);
+        else RedisModule_ReplyWithLongLong(ctx, (long long)lb_count(&c->visits, mc_now_ms()));
     }
     RedisModule_CloseKey(key);
 out:
@@ -346,7 +349,7 @@ static int AddChallenge_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **ar
     if (argc != 3) return RedisModule_WrongArity(ctx);
     size_t len;
     const char *json = RedisModule_StringPtrLen(argv[2], &len);
-    challenge ch;
+    challenge ch = {0};
     const char *str;
     size_t slen;
     void *holder;
@@ -401,6 +404,10 @@ static int take_challenge(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
             }
         } else {
             challenge *ch = RedisModule_ModuleTypeGetValue(key);
+            if (ch->legacy && reply_value) {
+                RedisModule_ReplyWithError(ctx, ERR_UNREADABLE_CHALLENGE);
+                goto close; /* kept: only DELETE_CHALLENGE removes it */
+            }
             if (reply_value) {
                 char buf[80];
                 int n = snprintf(buf, sizeof(buf), "{\"difficulty_factor\":%u,\"duration\":%u}",
@@ -415,6 +422,7 @@ static int take_challenge(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
             if (reply_value) cstats.challenges_served++;
             else cstats.challenges_deleted++;
         }
+    close:
         RedisModule_CloseKey(key);
     }
     RedisModule_FreeString(ctx, keyname);
@@ -451,8 +459,10 @@ static int VisitAt_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, i
     } else {
         captcha *c = RedisModule_ModuleTypeGetValue(key);
         uint64_t count;
-        lb_status st = lb_add(&c->visits, at, 1, &count);
-        if (st != LB_OK) {
+        lb_status st = c->legacy ? LB_OK : lb_add(&c->visits, at, 1, &count);
+        if (c->legacy) {
+            RedisModule_ReplyWithError(ctx, ERR_UNREADABLE_CAPTCHA);
+        } else if (st != LB_OK) {
             RedisModule_ReplyWithError(ctx, st == LB_ERR_FULL ? ERR_COUNT_FULL : ERR_NOMEM);
         } else {
             RedisModule_ReplicateVerbatim(ctx);
@@ -469,7 +479,7 @@ static int VisitAt_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, i
  * Replaces <key> with exactly this captcha state (AOF rewrite, replication). */
 static int CaptchaSet_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (!mc_internal_allowed_or_reply(ctx, CMD_CAPTCHA_SET)) return REDISMODULE_OK;
-    if (argc < 8) return RedisModule_WrongArity(ctx);
+    if (argc < 4) return RedisModule_WrongArity(ctx);
     const char *err;
     captcha *c = captcha_from_args(argv + 2, argc - 2, &err);
     if (c == NULL) {
@@ -491,15 +501,18 @@ static int CaptchaSet_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv
 }
 
 /* MCAPTCHA_CACHE.CHALLENGE_SET <key> <difficulty> <duration s> [PXAT <unix ms>]
- * Replaces <key> with this challenge, expiring at PXAT (else no TTL). */
+ * MCAPTCHA_CACHE.CHALLENGE_SET <key> UNREADABLE <bytes> [PXAT <unix ms>]
+ * Replaces <key> with this challenge (the second form: one of the original's
+ * that cannot be read, kept as its bytes), expiring at PXAT (else no TTL). */
 static int ChallengeSet_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (!mc_internal_allowed_or_reply(ctx, CMD_CHALLENGE_SET)) return REDISMODULE_OK;
     if (argc != 4 && argc != 6) return RedisModule_WrongArity(ctx);
-    long long df, dur;
+    long long df = 0, dur = 0;
     uint64_t pxat = 0;
-    if (RedisModule_StringToLongLong(argv[2], &df) != REDISMODULE_OK || df < 0 || df > UINT32_MAX)
+    int unreadable = mc_is_word(argv[2], "UNREADABLE");
+    if (!unreadable && (RedisModule_StringToLongLong(argv[2], &df) != REDISMODULE_OK || df < 0 || df > UINT32_MAX))
         return RedisModule_ReplyWithError(ctx, "ERR difficulty must be an integer from 0 to 4294967295");
-    if (RedisModule_StringToLongLong(argv[3], &dur) != REDISMODULE_OK || dur < 1 || dur > UINT32_MAX)
+    if (!unreadable && (RedisModule_StringToLongLong(argv[3], &dur) != REDISMODULE_OK || dur < 1 || dur > UINT32_MAX))
         return RedisModule_ReplyWithError(ctx, "ERR duration must be an integer from 1 to 4294967295");
     if (argc == 6) {
         size_t olen;
@@ -510,9 +523,16 @@ static int ChallengeSet_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **ar
     int empty;
     RedisModuleKey *key;
     if (open_typed_or_reply(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE, ChallengeType, &key, &empty) != 0) return REDISMODULE_OK;
-    challenge *v = RedisModule_Alloc(sizeof(*v));
-    v->difficulty_factor = (uint32_t)df;
-    v->duration_s = (uint32_t)dur;
+    challenge *v;
+    if (unreadable) {
+        size_t blen;
+        const char *bytes = RedisModule_StringPtrLen(argv[3], &blen);
+        v = challenge_unreadable(bytes, blen);
+    } else {
+        v = RedisModule_Calloc(1, sizeof(*v));
+        v->difficulty_factor = (uint32_t)df;
+        v->duration_s = (uint32_t)dur;
+    }
     RedisModule_ModuleTypeSetValue(key, ChallengeType, v);
     if (pxat) RedisModule_SetAbsExpire(key, (long long)pxat);
     RedisModule_CloseKey(key);

@@ -52,8 +52,12 @@ int module_list_register(RedisModuleCtx *ctx, int first);
  * key of an MCAPTCHA_CACHE.CAPTCHA_SET that rebuilds it exactly. Free with
  * mc_free_args. */
 RedisModuleString **captcha_state_args(const captcha *c, size_t *n);
-/* Parse those arguments; NULL and a message (no ERR code) in *err on failure. */
+/* Parse those arguments; NULL and a message (no ERR code) in *err on failure.
+ * An unreadable value (captcha.h) is carried as: UNREADABLE <bytes>. */
 captcha *captcha_from_args(RedisModuleString **argv, int argc, const char **err);
+
+/* A challenge kept as the original's unreadable bytes (captcha_type.c). */
+challenge *challenge_unreadable(const char *bytes, size_t len);
 
 /* CLIENT TRACKING / WATCH (tracking.c): signal the captcha name a public
  * command declared, or the name inside a derived key (internal commands). */

@@ -23,5 +23,11 @@
 #define ERR_NO_CAPTCHA_KEY "ERR no captcha at this key"
 #define ERR_BAD_TIME "ERR time must be an integer number of Unix milliseconds from 0 to 2^48"
 #define ERR_BAD_STATE "ERR invalid captcha state: "
+#define ERR_UNREADABLE_CAPTCHA \
+    "ERR this captcha was stored by the original module in a form that cannot be read; it is kept " \
+    "unchanged (DELETE_CAPTCHA removes it, then ADD_CAPTCHA it again)"
+#define ERR_UNREADABLE_CHALLENGE \
+    "ERR this challenge was stored by the original module in a form that cannot be read; it is kept " \
+    "unchanged (DELETE_CHALLENGE removes it)"
 
 #endif

@@ -7,9 +7,9 @@
  * the difficulty_factor of the highest level whose visitor_threshold is strictly
  * below the count after this visit; when there is none, the lowest level's.
  *
- * Memory per captcha: sizeof(captcha) + 8 bytes per level (at most
- * CAPTCHA_MAX_LEVELS = 128, so 1 KiB) + the bucket ring (at most 1,340 bytes for
- * durations of 1 s and up, see bucket.h): below 2.5 KiB whatever the traffic.
+ * Memory per captcha: sizeof(captcha) + 8 bytes per level (a 16 KiB config
+ * holds about 330 levels, so under 3 KiB) + the bucket ring (at most 1,340
+ * bytes for durations of 1 s and up, see bucket.h).
  */
 #ifndef MC_CAPTCHA_H
 #define MC_CAPTCHA_H
@@ -19,7 +19,10 @@
 
 #include "bucket.h"
 
-#define CAPTCHA_MAX_LEVELS 128
+/* No cap of its own on ADD_CAPTCHA (the JSON size limit bounds it, as
+ * CAPTCHA_MAX_CONFIG_BYTES); this sanity bound (8 MiB of levels) only guards the
+ * loaders and CAPTCHA_SET against absurd counts. */
+#define CAPTCHA_MAX_LEVELS (1u << 20)
 #define CAPTCHA_MAX_CONFIG_BYTES (16 * 1024)
 #define CAPTCHA_MAX_DURATION_S 4294967295ULL /* u32 seconds (~136 years) */
 #define CHALLENGE_MAX_JSON_BYTES 4096
@@ -35,11 +38,16 @@ typedef struct captcha {
     uint32_t nlevels;       /* 1..CAPTCHA_MAX_LEVELS */
     captcha_level *levels;  /* sorted by visitor_threshold, strictly increasing */
     lbucket visits;         /* window = duration_s * 1000 ms */
+    char *legacy;           /* non-NULL: an unreadable value of the original, kept as
+                             * its bytes (nlevels 0, duration_s 0); see below */
+    size_t legacy_len;
 } captcha;
 
 typedef struct challenge {
     uint32_t difficulty_factor; /* as given by ADD_CHALLENGE */
     uint32_t duration_s;        /* seconds (>= 1); the key expires this long after ADD_CHALLENGE */
+    char *legacy;               /* non-NULL: an unreadable value of the original, kept as its bytes */
+    size_t legacy_len;
 } challenge;
 
 /* Result of a parse/validate: NULL on success, else a static message (no code prefix). */
@@ -63,6 +71,12 @@ captcha_err captcha_new(uint32_t duration_s, const captcha_level *levels, uint32
 
 void captcha_free(captcha *c);
 
+/* A value of the original that cannot be interpreted (captcha_parse_legacy
+ * failed), kept as a copy of its `len` bytes so that nothing is lost: it is
+ * saved, restored and copied as is, answers an error on use, and can be
+ * deleted. NULL when out of memory. */
+captcha *captcha_unreadable(const char *bytes, size_t len);
+
 /* Deep copy; NULL when out of memory. */
 captcha *captcha_dup(const captcha *c);
 
@@ -84,8 +98,18 @@ void challenge_json_release(void *holder);
  * Captcha: {"m":{"visitor_threshold":<live count>,"defense":{"levels":[...],
  * "current_visitor_threshold":i},"duration":s}}: returns a captcha with an
  * empty count and the live count in *live (the caller re-adds it as visits).
- * Challenge: {"duration":s,"difficulty_factor":n}. NULL on success. */
-captcha_err captcha_parse_legacy(const char *json, size_t len, captcha **out, uint32_t *live);
-captcha_err challenge_parse_legacy(const char *json, size_t len, challenge *out);
+ * Challenge: {"duration":s,"difficulty_factor":n}. NULL on success.
+ *
+ * The original validated little and stored u64 numbers, so what it could
+ * write is normalised, never refused (docs/protocol.md, "Upgrading in place"):
+ * numbers above u32 are clamped; duration 0 becomes 1 s; difficulty 0 becomes
+ * 1; levels are sorted, a repeated threshold keeps its highest difficulty, and
+ * a difficulty lower than the one below it is raised to it. `note` (>= 160
+ * bytes) receives what was changed ("" when nothing). An error (a static
+ * message) means the value cannot be interpreted at all (not JSON, a number
+ * beyond 2^63, a missing field, no levels): the caller keeps its bytes. */
+captcha_err captcha_parse_legacy(const char *json, size_t len, captcha **out, uint32_t *live, char *note,
+                                 size_t note_len);
+captcha_err challenge_parse_legacy(const char *json, size_t len, challenge *out, char *note, size_t note_len);
 
 #endif

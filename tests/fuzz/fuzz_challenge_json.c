@@ -49,7 +49,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     /* encver 0: the original module's captcha */
     captcha *c = NULL;
     uint32_t live = 0xdeadbeef;
-    err = captcha_parse_legacy(json, size, &c, &live);
+    char note[200];
+    err = captcha_parse_legacy(json, size, &c, &live, note, sizeof(note));
     if (err == NULL) {
         CHECK(c != NULL);
         CHECK(c->duration_s >= 1 && c->nlevels >= 1 && c->nlevels <= CAPTCHA_MAX_LEVELS);
@@ -67,7 +68,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             CHECK(lb_count(&c->visits, 1700000000000ULL + (uint64_t)c->duration_s * 1000) == live);
             CHECK(captcha_difficulty(c, count) > 0);
         }
-        CHECK(captcha_mem_usage(c) <= 4096);
+        CHECK(captcha_mem_usage(c) <= 4096 + c->nlevels * sizeof(captcha_level));
         captcha_free(c);
     } else {
         CHECK(c == NULL);
@@ -75,8 +76,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
 
     /* encver 0: the original module's challenge */
-    challenge lc = {0xdeadbeef, 0xdeadbeef};
-    err = challenge_parse_legacy(json, size, &lc);
+    challenge lc = {0xdeadbeef, 0xdeadbeef, NULL, 0};
+    err = challenge_parse_legacy(json, size, &lc, note, sizeof(note));
     if (err != NULL) CHECK(lc.difficulty_factor == 0xdeadbeef && lc.duration_s == 0xdeadbeef);
+    else CHECK(lc.duration_s >= 1);
     return 0;
 }

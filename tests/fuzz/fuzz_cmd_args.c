@@ -55,7 +55,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
         const lbucket *b = &c->visits;
         FUZZ_CHECK(b->window_ms == (uint64_t)c->duration_s * 1000 && b->last_ms <= LB_MAX_TIME_MS);
-        FUZZ_CHECK(captcha_mem_usage(c) <= 4096);
+        FUZZ_CHECK(captcha_mem_usage(c) <= 4096 + c->nlevels * sizeof(captcha_level));
         if (b->total) {
             FUZZ_CHECK(b->ring && b->tail <= b->head && b->head - b->tail < b->nslots);
             FUZZ_CHECK(b->head <= b->last_ms / b->slot_ms);

@@ -29,6 +29,8 @@
  *   LEGACY.BUCKET <id> <unix s> <captcha key> <count> [<captcha key> <count>]...   ("timer":1)
  *   LEGACY.SAFETY <captcha name> [<ttl s>]       (default TTL 1200 s = 2 x 600 s)
  *   LEGACY.PAYLOAD <key>   -> the stored payload as a bulk string (nil when the key holds none)
+ *   LEGACY.RAW captcha|challenge <key> <payload> [<ttl ms>]   any payload bytes, as the original
+ *       could have stored them without validating (odd values for the upgrade tests)
  *
  * rdb_load reads the one buffer back, so an RDB written here also loads here. */
 #include <stdarg.h>
@@ -261,6 +263,28 @@ static int Safety_Cmd(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     return rc;
 }
 
+/* LEGACY.RAW captcha|challenge <key> <payload> [<ttl ms>] */
+static int Raw_Cmd(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 4 && argc != 5) return RedisModule_WrongArity(ctx);
+    const char *kind = RedisModule_StringPtrLen(argv[1], NULL);
+    int t = strcmp(kind, "captcha") == 0 ? T_CAPTCHA : strcmp(kind, "challenge") == 0 ? T_CHALLENGE : -1;
+    unsigned long long ttl_ms = 0;
+    if (t < 0) return RedisModule_ReplyWithError(ctx, "ERR kind must be captcha or challenge");
+    if (argc == 5 && arg_u64(argv[4], MAX_SECONDS, &ttl_ms)) return RedisModule_ReplyWithError(ctx, "ERR bad ttl");
+    size_t klen, plen;
+    const char *k = RedisModule_StringPtrLen(argv[2], &klen);
+    const char *p = RedisModule_StringPtrLen(argv[3], &plen);
+    buf b = {0};
+    buf_put(&b, p, plen);
+    store(ctx, t, k, klen, &b, 0);
+    if (ttl_ms) {
+        RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[2], REDISMODULE_READ | REDISMODULE_WRITE);
+        RedisModule_SetExpire(key, (mstime_t)ttl_ms);
+        RedisModule_CloseKey(key);
+    }
+    return REDISMODULE_OK;
+}
+
 /* LEGACY.PAYLOAD <key> */
 static int Payload_Cmd(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc != 2) return RedisModule_WrongArity(ctx);
@@ -307,6 +331,7 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) 
         {"LEGACY.BUCKET", Bucket_Cmd, "write deny-oom"},
         {"LEGACY.SAFETY", Safety_Cmd, "write deny-oom"},
         {"LEGACY.PAYLOAD", Payload_Cmd, "readonly"},
+        {"LEGACY.RAW", Raw_Cmd, "write deny-oom"},
     };
     for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
         if (RedisModule_CreateCommand(ctx, cmds[i].name, cmds[i].fn, cmds[i].flags, 0, 0, 0) ==

@@ -117,23 +117,23 @@ static void test_config_limits(void **state) {
     int je;
     char eb[200];
     captcha *c = NULL;
-    /* 128 levels pass, 129 do not. */
-    for (int n = 128; n <= 129; n++) {
-        size_t at = (size_t)sprintf(buf, "{\"duration\":1,\"levels\":[");
-        for (int i = 0; i < n; i++) at += (size_t)sprintf(buf + at, "%s{\"visitor_threshold\":%d,\"difficulty_factor\":%d}", i ? "," : "", i, i + 1);
-        sprintf(buf + at, "]}");
-        const char *err = captcha_parse_config(buf, strlen(buf), &c, &je, eb, sizeof(eb));
-        if (n == 128) {
-            assert_null(err);
-            assert_int_equal(c->nlevels, 128);
-            assert_true(captcha_mem_usage(c) + 335 * 4 <= 4096);
-            captcha_free(c);
-            c = NULL;
-        } else {
-            assert_non_null(err);
-            assert_non_null(strstr(err, "at most 128 levels"));
-        }
-    }
+    /* No level cap of its own (the original had none): 200 levels pass; only
+     * the JSON size bounds a config. */
+    size_t at = (size_t)sprintf(buf, "{\"duration\":1,\"levels\":[");
+    for (int i = 0; i < 200; i++) at += (size_t)sprintf(buf + at, "%s{\"visitor_threshold\":%d,\"difficulty_factor\":%d}", i ? "," : "", i, i + 1);
+    sprintf(buf + at, "]}");
+    assert_true(strlen(buf) <= CAPTCHA_MAX_CONFIG_BYTES);
+    assert_null(captcha_parse_config(buf, strlen(buf), &c, &je, eb, sizeof(eb)));
+    assert_int_equal(c->nlevels, 200);
+    assert_int_equal(captcha_difficulty(c, 150), 150);
+    captcha_free(c);
+    c = NULL;
+    /* A duration beyond u32 seconds (the original took a u64) is kept as the longest. */
+    const char *longd = "{\"duration\":9000000000,\"levels\":[{\"visitor_threshold\":1,\"difficulty_factor\":1}]}";
+    assert_null(captcha_parse_config(longd, strlen(longd), &c, &je, eb, sizeof(eb)));
+    assert_int_equal(c->duration_s, 4294967295u);
+    captcha_free(c);
+    c = NULL;
     memset(buf, ' ', sizeof(buf));
     assert_non_null(captcha_parse_config(buf, CAPTCHA_MAX_CONFIG_BYTES + 1, &c, &je, eb, sizeof(eb)));
     assert_null(c);
@@ -170,17 +170,76 @@ static void test_legacy_formats(void **state) {
                     "\"current_visitor_threshold\":0},\"duration\":30}}";
     captcha *c = NULL;
     uint32_t live = 0;
-    assert_null(captcha_parse_legacy(j, strlen(j), &c, &live));
+    char note[200];
+    assert_null(captcha_parse_legacy(j, strlen(j), &c, &live, note, sizeof(note)));
     assert_int_equal(live, 7);
     assert_int_equal(c->duration_s, 30);
     assert_int_equal(c->nlevels, 2);
+    assert_string_equal(note, "");
     captcha_free(c);
-    assert_non_null(captcha_parse_legacy("{}", 2, &c, &live));
-    challenge ch;
+    assert_non_null(captcha_parse_legacy("{}", 2, &c, &live, note, sizeof(note)));
+    challenge ch = {0};
     const char *cj = "{\"duration\":30,\"difficulty_factor\":9}";
-    assert_null(challenge_parse_legacy(cj, strlen(cj), &ch));
+    assert_null(challenge_parse_legacy(cj, strlen(cj), &ch, note, sizeof(note)));
     assert_int_equal(ch.difficulty_factor, 9);
-    assert_non_null(challenge_parse_legacy("{\"duration\":1}", 14, &ch));
+    assert_non_null(challenge_parse_legacy("{\"duration\":1}", 14, &ch, note, sizeof(note)));
+}
+
+/* What the original could store but our rules refuse is normalised, never
+ * refused: each rule of captcha.h once. */
+static void test_legacy_normalised(void **state) {
+    (void)state;
+    const char *j = "{\"m\":{\"visitor_threshold\":5000000000,\"defense\":{\"levels\":["
+                    "{\"visitor_threshold\":500,\"difficulty_factor\":20},"
+                    "{\"visitor_threshold\":50,\"difficulty_factor\":0},"
+                    "{\"visitor_threshold\":50,\"difficulty_factor\":30},"
+                    "{\"visitor_threshold\":900,\"difficulty_factor\":5},"
+                    "{\"visitor_threshold\":6000000000,\"difficulty_factor\":7000000000}],"
+                    "\"current_visitor_threshold\":0},\"duration\":0}}";
+    captcha *c = NULL;
+    uint32_t live = 0;
+    char note[200];
+    assert_null(captcha_parse_legacy(j, strlen(j), &c, &live, note, sizeof(note)));
+    assert_int_equal(live, 4294967295u);
+    assert_int_equal(c->duration_s, 1);
+    assert_int_equal(c->nlevels, 4);
+    uint32_t th[] = {50, 500, 900, 4294967295u}, df[] = {30, 30, 30, 4294967295u};
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(c->levels[i].visitor_threshold, th[i]);
+        assert_int_equal(c->levels[i].difficulty_factor, df[i]);
+    }
+    assert_non_null(strstr(note, "duplicate"));
+    assert_non_null(strstr(note, "decreasing"));
+    assert_non_null(strstr(note, "duration 0"));
+    captcha_free(c);
+    /* 300 levels and a u64 duration */
+    static char buf[40000];
+    size_t at = (size_t)sprintf(buf, "{\"m\":{\"visitor_threshold\":0,\"duration\":99999999999,\"defense\":{\"levels\":[");
+    for (int i = 0; i < 300; i++) at += (size_t)sprintf(buf + at, "%s{\"visitor_threshold\":%d,\"difficulty_factor\":%d}", i ? "," : "", i, i + 1);
+    sprintf(buf + at, "]}}}");
+    assert_null(captcha_parse_legacy(buf, strlen(buf), &c, &live, note, sizeof(note)));
+    assert_int_equal(c->nlevels, 300);
+    assert_int_equal(c->duration_s, 4294967295u);
+    captcha_free(c);
+    /* no levels, or not JSON: cannot be read (the caller keeps the bytes) */
+    const char *none = "{\"m\":{\"visitor_threshold\":0,\"duration\":5,\"defense\":{\"levels\":[]}}}";
+    assert_non_null(captcha_parse_legacy(none, strlen(none), &c, &live, note, sizeof(note)));
+    captcha *u = captcha_unreadable(none, strlen(none));
+    assert_non_null(u);
+    assert_int_equal(u->legacy_len, strlen(none));
+    captcha *d = captcha_dup(u);
+    assert_memory_equal(d->legacy, none, strlen(none));
+    assert_int_equal(captcha_mem_usage(d), captcha_mem_usage(u));
+    captcha_free(d);
+    captcha_free(u);
+    /* a challenge of duration 0 (already expired when loaded) and a huge one */
+    challenge ch = {0};
+    const char *z = "{\"duration\":0,\"difficulty_factor\":9}";
+    assert_null(challenge_parse_legacy(z, strlen(z), &ch, note, sizeof(note)));
+    assert_int_equal(ch.duration_s, 1);
+    const char *h = "{\"duration\":99999999999,\"difficulty_factor\":9}";
+    assert_null(challenge_parse_legacy(h, strlen(h), &ch, note, sizeof(note)));
+    assert_int_equal(ch.duration_s, 4294967295u);
 }
 
 int main(void) {
@@ -191,6 +250,7 @@ int main(void) {
         cmocka_unit_test(test_config_limits),
         cmocka_unit_test(test_challenge_parse),
         cmocka_unit_test(test_legacy_formats),
+        cmocka_unit_test(test_legacy_normalised),
     };
     return cmocka_run_group_tests_name("captcha", tests, NULL, NULL);
 }

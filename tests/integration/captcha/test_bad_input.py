@@ -114,6 +114,8 @@ for field, pos in (("threshold", "t"), ("difficulty", "d"), ("duration", "dur"))
                    ("2^32", str(2 ** 32)), ("2^63", str(2 ** 63)), ("2^64", str(2 ** 64)),
                    ("10^30", "1" + "0" * 30), ("hex", "0x10"), ("leading-zero", "050"),
                    ("plus", "+5"), ("nan", "NaN"), ("infinity", "Infinity")):
+        if field == "duration" and vid == "2^32":
+            continue  # accepted, as the original took a u64: kept as 4294967295 s (test_commands.py)
         A("%s-%s" % (field, vid), raw_cfg(**{pos: v}))
 A("duration-zero", raw_cfg(dur="0"), (CONFIG_ERR,))
 A("difficulty-zero", raw_cfg(d="0"), (CONFIG_ERR,))
@@ -126,8 +128,6 @@ A("duplicate-thresholds-apart", j({"levels": [lv(50, 50), lv(60, 60), lv(50, 70)
 A("decreasing-difficulty", j({"levels": [lv(50, 500), lv(500, 50)], "duration": 30}),
   (CONFIG_ERR,))
 A("decreasing-after-sort", j({"levels": [lv(500, 50), lv(50, 500)], "duration": 30}),
-  (CONFIG_ERR,))
-A("129-levels", j({"levels": [lv(i, i + 1) for i in range(129)], "duration": 30}),
   (CONFIG_ERR,))
 A("1000-levels", j({"levels": [lv(i, i + 1) for i in range(1000)], "duration": 30}),
   (CONFIG_ERR,))
@@ -211,7 +211,7 @@ for key_id, key in (("existing", SENT_KEY), ("new", NEW_KEY)):
     P("nlevels-word", 30, "two", 5, 10, 8, 20, NOW, 0)
     P("nlevels-more-than-given", 30, 2, 5, 10, NOW, 0)
     P("nlevels-fewer-than-given", 30, 1, 5, 10, 8, 20, NOW, 0)
-    P("nlevels-129", 30, 129, *[x for i in range(129) for x in (i, i + 1)], NOW, 0)
+    P("nlevels-2^20+1", 30, 2 ** 20 + 1, 5, 10, NOW, 0)
     P("threshold-negative", 30, 1, -5, 10, NOW, 0)
     P("threshold-2^32", 30, 1, 2 ** 32, 10, NOW, 0)
     P("difficulty-zero", 30, 1, 5, 0, NOW, 0)

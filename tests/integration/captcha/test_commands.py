@@ -156,7 +156,7 @@ def _config_of_size(levels, size, pad_with):
 def test_add_captcha_config_size_boundary(server, r, pad_with):
     """A config of exactly 16 KiB is accepted (and works), one byte more is
     refused with an error and writes nothing."""
-    levels = [(i * 10, i + 1) for i in range(128)]  # the most levels allowed, too
+    levels = [(i * 10, i + 1) for i in range(128)]
     at_max = _config_of_size(levels, CONFIG_MAX_BYTES, pad_with)
     over = _config_of_size(levels, CONFIG_MAX_BYTES + 1, pad_with)
     assert r.execute_command(ADD_CAPTCHA, "max", at_max) == b"OK"
@@ -166,6 +166,20 @@ def test_add_captcha_config_size_boundary(server, r, pad_with):
     assert wire == b"-ERR invalid config: the JSON is larger than 16384 bytes\r\n", wire
     assert r.execute_command(CAPTCHA_EXISTS, "over") == 1
     assert all_keys(r) == [ckey("max")]
+
+
+def test_two_hundred_levels_and_a_u64_duration(r):
+    """As the original: no cap on levels but the JSON size; a duration beyond
+    u32 seconds is kept as 4294967295 s (what milliseconds can count)."""
+    levels = [(i * 10, i + 1) for i in range(200)]
+    assert r.execute_command(ADD_CAPTCHA, "many", cfg(levels, duration=30)) == b"OK"
+    for _ in range(15):
+        r.execute_command(ADD_VISITOR, "many")
+    assert r.execute_command(ADD_VISITOR, "many") == visitor_reply(30, 2)  # 16 > 10: the second level
+    assert r.execute_command(ADD_CAPTCHA, "long", cfg([(1, 5)], duration=2 ** 40)) == b"OK"
+    assert r.execute_command(ADD_VISITOR, "long") == visitor_reply(4294967295, 5)
+    r.execute_command("DEBUG", "RELOAD")
+    assert r.execute_command(GET, "many") == 16 and r.execute_command(GET, "long") == 1
 
 
 def test_add_visitor_reply_and_count(server, r):
