@@ -5,7 +5,14 @@
  * leaky-bucket counter (core/bucket.h). An applied request writes the state,
  * sets the key to expire when the limiter is full again, and replicates the
  * resulting state with absolute times (RL.GCRA_SET, RL.WINDOW_HIT), never the
- * clock-reading command. A refused request writes nothing. */
+ * clock-reading command. A refused request writes nothing.
+ *
+ * AT in the past: one rule, never admitting more than the latest time the key
+ * has seen would. The window evaluates at max(AT, its latest time); GCRA at AT,
+ * which only finds less room (its TAT lies ahead of every admitted request).
+ * The expiry, counted in the request's time, is pushed back by how far AT lags
+ * the clock (rl_request.lag_ms), so a caller that keeps sending lagging times
+ * keeps its state; that expiry is replicated as PEXPIREAT. */
 #include <string.h>
 
 #include "ratelimit/ratelimit_glue.h"
@@ -32,8 +39,16 @@ int rl_open(RedisModuleCtx *ctx, RedisModuleString *keyname, int mode, RedisModu
     return mc_open_typed(ctx, keyname, mode, type, key) == 0 ? RL_OK : RL_ERR_WRONGTYPE;
 }
 
+/* Expire the key at `at_ms` pushed back by `lag_ms`; replicate the PEXPIREAT
+ * only then (otherwise the replicated state command sets the same expiry). */
+static void expire_with_lag(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleString *keyname, long long at_ms,
+                            uint64_t lag_ms) {
+    RedisModule_SetAbsExpire(key, at_ms + (long long)lag_ms);
+    if (lag_ms) RedisModule_Replicate(ctx, "PEXPIREAT", "sl", keyname, at_ms + (long long)lag_ms);
+}
+
 void rl_store_gcra(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleString *keyname, uint64_t tat,
-                   const gcra_params *p) {
+                   const gcra_params *p, uint64_t lag_ms) {
     gcra_value *v = NULL;
     if (RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_EMPTY) {
         v = RedisModule_Alloc(sizeof(*v));
@@ -43,9 +58,9 @@ void rl_store_gcra(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleString *
     }
     v->tat_us = tat;
     v->params = *p;
-    RedisModule_SetAbsExpire(key, gcra_expire_at_ms(v));
     RedisModule_Replicate(ctx, CMD_GCRA_SET, "slll", keyname, (long long)tat, (long long)p->emission_us,
                           (long long)p->limit);
+    expire_with_lag(ctx, key, keyname, gcra_expire_at_ms(v), lag_ms);
 }
 
 static int eval_gcra(RedisModuleCtx *ctx, RedisModuleString *keyname, const rl_request *r, uint64_t now_us,
@@ -64,7 +79,7 @@ static int eval_gcra(RedisModuleCtx *ctx, RedisModuleString *keyname, const rl_r
     out->remaining = g.remaining;
     out->retry_after_ms = g.retry_after_us < 0 ? -1 : gcra_ceil_ms((uint64_t)g.retry_after_us);
     out->reset_after_ms = (uint64_t)gcra_ceil_ms(g.reset_after_us);
-    if (apply && !g.limited && r->cost > 0) rl_store_gcra(ctx, key, keyname, g.tat_us, &r->gcra);
+    if (apply && !g.limited && r->cost > 0) rl_store_gcra(ctx, key, keyname, g.tat_us, &r->gcra, r->lag_ms);
     RedisModule_CloseKey(key);
     return RL_OK;
 }
@@ -103,9 +118,9 @@ static int eval_window(RedisModuleCtx *ctx, RedisModuleString *keyname, const rl
             out->allowed = 0;
             fits = UINT64_MAX;
         } else {
-            RedisModule_SetAbsExpire(key, (long long)lb_empty_at(&v->hits, now));
             RedisModule_Replicate(ctx, CMD_WINDOW_HIT_NAME, "slllll", keyname, (long long)r->window_ms,
                                   (long long)r->limit, (long long)now, (long long)r->cost, 0LL);
+            expire_with_lag(ctx, key, keyname, (long long)lb_empty_at(&v->hits, now), r->lag_ms);
         }
     }
     uint64_t empty_at = lb_empty_at(&v->hits, now);

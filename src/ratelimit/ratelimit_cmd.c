@@ -98,7 +98,7 @@ static int ClThrottle_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv
         g.retry_after_us = retry > 0 ? retry : 1;
         g.limited = 1;
     }
-    if (!g.limited && quantity > 0) rl_store_gcra(ctx, key, argv[1], g.tat_us, &r.gcra);
+    if (!g.limited && quantity > 0) rl_store_gcra(ctx, key, argv[1], g.tat_us, &r.gcra, 0);
     RedisModule_CloseKey(key);
     rl_stat(RL_STAT_THROTTLE, !g.limited);
     RedisModule_ReplyWithArray(ctx, 5);
@@ -189,6 +189,8 @@ static int run_request(RedisModuleCtx *ctx, RedisModuleString *keyname, const rl
                        int stat) {
     uint64_t clock_us = mc_now_us(); /* waits run on the clock, whatever AT says */
     uint64_t now_us = o->at_ms ? o->at_ms * 1000 : clock_us;
+    rl_request at_r = *r; /* an AT in the past keeps the key that much longer (rl_request.lag_ms) */
+    at_r.lag_ms = o->at_ms && o->at_ms < clock_us / 1000 ? clock_us / 1000 - o->at_ms : 0;
     int may_wait = o->wait_ms > 0 && waitq_can_block(ctx);
     if (waitq_busy(ctx, keyname)) {
         rl_result probe;
@@ -204,7 +206,7 @@ static int run_request(RedisModuleCtx *ctx, RedisModuleString *keyname, const rl
         return rl_reply_result(ctx, &probe);
     }
     rl_result res;
-    int rc = rl_eval(ctx, keyname, r, now_us, 1, &res);
+    int rc = rl_eval(ctx, keyname, &at_r, now_us, 1, &res);
     if (rc != RL_OK) return rl_reply_error(ctx, rc);
     if (!res.allowed && may_wait && res.retry_after_ms >= 0) {
         wait_for_capacity(ctx, keyname, r, clock_us / 1000, (uint64_t)o->wait_ms,
@@ -234,7 +236,7 @@ static int parse_gcra_or_reply(RedisModuleCtx *ctx, RedisModuleString **argv, in
  * <rate>) at once. Reply: [allowed, remaining, retry_after_ms, reset_after_ms]. */
 static int Gcra_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc < 4) return RedisModule_WrongArity(ctx);
-    rl_request r;
+    rl_request r = {0};
     rl_options o;
     if (parse_gcra_or_reply(ctx, argv, argc, 0, &r, &o) != 0) return REDISMODULE_OK;
     return run_request(ctx, argv[1], &r, &o, RL_STAT_GCRA);
@@ -244,7 +246,7 @@ static int Gcra_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int 
  * What RL.GCRA would answer, changing nothing (runs on replicas). */
 static int GcraPeek_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc < 4) return RedisModule_WrongArity(ctx);
-    rl_request r;
+    rl_request r = {0};
     rl_options o;
     if (parse_gcra_or_reply(ctx, argv, argc, 1, &r, &o) != 0) return REDISMODULE_OK;
     rl_result res;
@@ -273,7 +275,7 @@ static int parse_window_or_reply(RedisModuleCtx *ctx, RedisModuleString **argv, 
  * retry_after_ms, reset_after_ms]. */
 static int Window_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc < 4) return RedisModule_WrongArity(ctx);
-    rl_request r;
+    rl_request r = {0};
     rl_options o;
     if (parse_window_or_reply(ctx, argv, argc, 0, &r, &o) != 0) return REDISMODULE_OK;
     return run_request(ctx, argv[1], &r, &o, RL_STAT_WINDOW);
@@ -283,7 +285,7 @@ static int Window_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, in
  * What RL.WINDOW would answer, changing nothing (runs on replicas). */
 static int WindowPeek_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc < 4) return RedisModule_WrongArity(ctx);
-    rl_request r;
+    rl_request r = {0};
     rl_options o;
     if (parse_window_or_reply(ctx, argv, argc, 1, &r, &o) != 0) return REDISMODULE_OK;
     rl_result res;
@@ -318,7 +320,7 @@ static int Refund_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, in
         given = (before - (after > now_us ? after : now_us) + v->params.emission_us - 1) / v->params.emission_us;
         if (given > n) given = n;
         now_empty = after <= now_us;
-        if (!now_empty) rl_store_gcra(ctx, key, argv[1], after, &v->params);
+        if (!now_empty) rl_store_gcra(ctx, key, argv[1], after, &v->params, 0);
     } else {
         window_value *v = RedisModule_ModuleTypeGetValue(key);
         given = lb_remove(&v->hits, now_us / 1000, n);

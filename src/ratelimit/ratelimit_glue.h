@@ -81,6 +81,8 @@ typedef struct rl_request {
     uint64_t limit;       /* RL_WINDOW: hits per window */
     uint64_t window_ms;   /* RL_WINDOW */
     uint64_t cost;        /* units this request takes (0: a peek) */
+    uint64_t lag_ms;      /* AT in the past: the clock minus AT (else 0); the key's expiry is
+                           * pushed back by it, so state a lagging caller still needs stays */
 } rl_request;
 
 typedef struct rl_result {
@@ -113,8 +115,9 @@ int rl_reply_result(RedisModuleCtx *ctx, const rl_result *r);
 int rl_open(RedisModuleCtx *ctx, RedisModuleString *keyname, int mode, RedisModuleType *type, RedisModuleKey **key);
 
 /* Store a GCRA state at the open key (creating the value), expire the key at
- * the TAT and replicate RL.GCRA_SET with these absolute numbers. */
+ * the TAT plus `lag_ms` (rl_request) and replicate RL.GCRA_SET with these
+ * absolute numbers (and, when lag_ms > 0, the PEXPIREAT it used). */
 void rl_store_gcra(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleString *keyname, uint64_t tat_us,
-                   const gcra_params *p);
+                   const gcra_params *p, uint64_t lag_ms);
 
 #endif
