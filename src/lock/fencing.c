@@ -13,8 +13,12 @@ uint64_t fencing_floor(uint64_t now_us) {
 }
 
 void fencing_saw(uint64_t t) {
-    uint64_t cap = mc_now_us() + FENCING_MARGIN_US;
-    if (t > cap) t = cap;
+    uint64_t now = mc_now_us();
+    uint64_t cap = (now > token_floor_us ? now : token_floor_us) + FENCING_MARGIN_US;
+    /* The next token in sequence is always learnt: it is what this node just
+     * issued from its floor (or a key's last + 1 right at it), and forgetting it
+     * would let a key deleted now repeat it. Only jumps ahead are capped. */
+    if (t > cap && t != max_token_seen + 1) t = cap;
     if (t > max_token_seen && t <= LOCK_MAX_TOKEN) max_token_seen = t;
 }
 

@@ -6,14 +6,21 @@
  *   - the clock in microseconds;
  *   - after this node was promoted to primary, its clock plus a margin (grants its
  *     old primary made but never replicated may have used tokens up to that
- *     primary's clock);
+ *     primary's clock); and the same at every start of the process, whatever
+ *     its role: a node promoted, then restarted (kill -9 after SAVE) within the
+ *     margin would otherwise fall back to its clock, below the tokens it issued
+ *     since the promotion -- and deleted keys keep no last token. Starting
+ *     beyond clock + margin needs nothing persisted, so it holds equally after
+ *     an RDB load, an AOF load (with or without the RDB preamble) or both;
  *   - one above the highest token this process issued or loaded (the clock has
  *     millisecond resolution on Redis 7.0, so a key deleted and re-created within
  *     a millisecond would otherwise repeat a token) -- but what it learns is
- *     capped at the clock plus FENCING_MARGIN_US when seen. A token further ahead
+ *     capped at max(the clock, the promotion floor) plus FENCING_MARGIN_US when
+ *     seen, unless it is the next in sequence (max seen + 1: what this node
+ *     issues from its floor is always learnt in full). A token further ahead
  *     than that (a forged LOCK.STATE, a migrated counter, a primary whose clock is
  *     far off) raises its own key only: one key cannot push every key's tokens to
- *     LOCK_MAX_TOKEN. The floor therefore stays within the clock + the margin.
+ *     LOCK_MAX_TOKEN. The floor therefore stays within the clock + twice the margin.
  * core/lock.h applies it. */
 #ifndef MC_LOCK_FENCING_H
 #define MC_LOCK_FENCING_H
@@ -29,7 +36,8 @@ uint64_t fencing_floor(uint64_t now_us);
  * above the clock + FENCING_MARGIN_US when it is further ahead than that. */
 void fencing_saw(uint64_t token);
 
-/* This node became a primary at now_us: tokens start beyond its clock + margin. */
+/* This node became a primary at now_us, or the process started: tokens start
+ * beyond its clock + margin. */
 void fencing_promoted(uint64_t now_us);
 
 #endif

@@ -260,6 +260,7 @@ static const mc_command commands[] = {
 };
 
 int lock_cmd_register(RedisModuleCtx *ctx) {
+    fencing_promoted(mc_now_us()); /* a start may follow an unpersisted promotion (fencing.h) */
     if (leases_init(ctx, lock_expire_leases) == REDISMODULE_ERR) return REDISMODULE_ERR;
     if (sessions_init(ctx) == REDISMODULE_ERR) return REDISMODULE_ERR;
     return mc_register_commands(ctx, commands, sizeof(commands) / sizeof(commands[0]), lock_cmdinfo);

@@ -30,10 +30,11 @@ def acquire(c, key, owner, lease=60000):
     return c.execute_command("LOCK.ACQUIRE", key, owner, lease)
 
 
-def assert_ordinary(c, key, owner, t0, margin=FENCING_MARGIN_US):
+def assert_ordinary(c, key, owner, t0, margin=2 * FENCING_MARGIN_US):
     """Grant `key` to `owner`; its token must be clock-based: from the clock at t0
     (1 ms of slack: the module's clock has millisecond resolution on Redis 7.0) to
-    the clock now + margin + slack. Returns the token."""
+    the clock now + margin + slack (the start or promotion margin, plus what a
+    forged token may raise the floor by). Returns the token."""
     g = acquire(c, key, owner)
     assert g[0] == 1, (key, g)
     t1 = now_us(c)
