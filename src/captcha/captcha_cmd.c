@@ -506,7 +506,7 @@ static int CaptchaSet_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv
  * that cannot be read, kept as its bytes), expiring at PXAT (else no TTL). */
 static int ChallengeSet_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (!mc_internal_allowed_or_reply(ctx, CMD_CHALLENGE_SET)) return REDISMODULE_OK;
-    if (argc != 4 && argc != 6) return RedisModule_WrongArity(ctx);
+    if (argc < 4 || argc > 6) return RedisModule_WrongArity(ctx);
     long long df = 0, dur = 0;
     uint64_t pxat = 0;
     int unreadable = mc_is_word(argv[2], "UNREADABLE");
@@ -514,11 +514,12 @@ static int ChallengeSet_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **ar
         return RedisModule_ReplyWithError(ctx, "ERR difficulty must be an integer from 0 to 4294967295");
     if (!unreadable && (RedisModule_StringToLongLong(argv[3], &dur) != REDISMODULE_OK || dur < 1 || dur > UINT32_MAX))
         return RedisModule_ReplyWithError(ctx, "ERR duration must be an integer from 1 to 4294967295");
-    if (argc == 6) {
-        size_t olen;
-        const char *opt = RedisModule_StringPtrLen(argv[4], &olen);
-        if (olen != 4 || strncasecmp(opt, "PXAT", 4) != 0) return RedisModule_ReplyWithError(ctx, ERR_SYNTAX);
-        if (parse_time_ms(argv[5], &pxat) != 0 || pxat == 0) return RedisModule_ReplyWithError(ctx, ERR_BAD_TIME);
+    if (argc > 4) {
+        if (!mc_is_word(argv[4], "PXAT"))
+            return mc_reply_unknown_option(ctx, CMD_CHALLENGE_SET, argv[4], "PXAT unix-time-milliseconds");
+        if (argc == 5) return mc_reply_needs_value(ctx, "PXAT", "unix-time-milliseconds");
+        if (parse_time_ms(argv[5], &pxat) != 0 || pxat == 0)
+            return RedisModule_ReplyWithError(ctx, "ERR PXAT must be an integer number of Unix milliseconds from 1 to 2^48");
     }
     int empty;
     RedisModuleKey *key;

@@ -16,6 +16,7 @@
 #define MSG_DECREASE "invalid config: difficulty_factor must not decrease as visitor_threshold increases"
 #define MSG_SHAPE "invalid config: expected {\"levels\":[{\"visitor_threshold\":N,\"difficulty_factor\":N},...],\"duration\":N}"
 #define MSG_U32(field) "invalid config: " field " must be an integer from 0 to 4294967295"
+#define MSG_DF_RANGE "invalid config: difficulty_factor must be an integer from 1 to 4294967295"
 #define MSG_DUR_RANGE "invalid config: duration must be an integer from 1 to 9223372036854775807 (seconds; above 4294967295 it is kept as 4294967295)"
 #define MSG_TOO_BIG "invalid config: the JSON is larger than 16384 bytes"
 #define MSG_NOMEM "out of memory"
@@ -131,7 +132,7 @@ captcha_err captcha_parse_config(const char *json, size_t len, captcha **out, in
             goto done;
         }
         if (get_u32(lv, "difficulty_factor", &levels[i].difficulty_factor) != 0) {
-            err = MSG_U32("difficulty_factor");
+            err = MSG_DF_RANGE;
             goto done;
         }
     }

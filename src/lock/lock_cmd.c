@@ -32,11 +32,11 @@
 #include "lock/state.h"
 #include "server/args.h"
 #include "server/clock.h"
-#include "server/errors.h"
 #include "server/internal.h"
 #include "server/waitq.h"
 
 #define ERR_NOT_OWNER "ERR the lock is not held by this owner"
+#define LOCK_ACQUIRE_OPTIONS "PERMITS n, REENTRANT, SESSION, WAIT timeout-ms"
 
 /* ==== Commands ==== */
 
@@ -60,12 +60,14 @@ static int LockAcquire_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **arg
             req.reentrant = 1;
         } else if (mc_is_word(argv[i], "SESSION")) {
             session = 1;
-        } else if (mc_is_word(argv[i], "PERMITS") && i + 1 < argc) {
+        } else if (mc_is_word(argv[i], "PERMITS")) {
+            if (i + 1 >= argc) return mc_reply_needs_value(ctx, "PERMITS", "n");
             if (mc_parse_u64(argv[++i], 1, LOCK_MAX_PERMITS, &req.permits)) return mc_reply_range(ctx, "PERMITS", 1, LOCK_MAX_PERMITS);
-        } else if (mc_is_word(argv[i], "WAIT") && i + 1 < argc) {
+        } else if (mc_is_word(argv[i], "WAIT")) {
+            if (i + 1 >= argc) return mc_reply_needs_value(ctx, "WAIT", "timeout-ms");
             if (mc_parse_u64(argv[++i], 0, 1ULL << 40, &wait_ms)) return mc_reply_range(ctx, "WAIT", 0, 1ULL << 40);
         } else {
-            return RedisModule_ReplyWithError(ctx, ERR_SYNTAX);
+            return mc_reply_unknown_option(ctx, "LOCK.ACQUIRE", argv[i], LOCK_ACQUIRE_OPTIONS);
         }
     }
     if (session) {
@@ -221,7 +223,7 @@ static int LockState_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv,
  * ends), reset_after_ms (until every lease has ended)]. The key is deleted once
  * nobody holds it. */
 static int Concurrency_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
-    if (argc != 5 && argc != 7) return RedisModule_WrongArity(ctx);
+    if (argc < 5) return RedisModule_WrongArity(ctx);
     lock_req req = {.ephemeral = 1, .rl_style = 1};
     uint64_t wait_ms = 0;
     req.owner = (char *)RedisModule_StringPtrLen(argv[2], &req.owner_len);
@@ -230,9 +232,10 @@ static int Concurrency_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **arg
     if (mc_parse_u64(argv[3], 1, LOCK_MAX_LEASE_MS, &req.lease_ms))
         return mc_reply_range(ctx, "lease (milliseconds)", 1, LOCK_MAX_LEASE_MS);
     if (mc_parse_u64(argv[4], 1, LOCK_MAX_PERMITS, &req.permits)) return mc_reply_range(ctx, "limit", 1, LOCK_MAX_PERMITS);
-    if (argc == 7) {
-        if (!mc_is_word(argv[5], "WAIT")) return RedisModule_ReplyWithError(ctx, ERR_SYNTAX);
-        if (mc_parse_u64(argv[6], 0, 1ULL << 40, &wait_ms)) return mc_reply_range(ctx, "WAIT", 0, 1ULL << 40);
+    for (int i = 5; i < argc; i++) {
+        if (!mc_is_word(argv[i], "WAIT")) return mc_reply_unknown_option(ctx, "RL.CONCURRENCY", argv[i], "WAIT timeout-ms");
+        if (i + 1 >= argc) return mc_reply_needs_value(ctx, "WAIT", "timeout-ms");
+        if (mc_parse_u64(argv[++i], 0, 1ULL << 40, &wait_ms)) return mc_reply_range(ctx, "WAIT", 0, 1ULL << 40);
     }
     return lock_acquire_flow(ctx, argv[1], &req, wait_ms);
 }

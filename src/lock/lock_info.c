@@ -25,6 +25,9 @@ static RedisModuleCommandArg args_lock_state[] = {
     ARG_KEY("key", 0, NULL), ARG_INT("permits", NULL), ARG_INT("last_token", NULL), ARG_INT("nholders", NULL),
     {.name = "holder", .type = REDISMODULE_ARG_TYPE_BLOCK, .key_spec_index = -1,
      .flags = REDISMODULE_CMD_ARG_MULTIPLE | REDISMODULE_CMD_ARG_OPTIONAL, .subargs = args_lock_holder},
+    {.name = "ephemeral", .type = REDISMODULE_ARG_TYPE_PURE_TOKEN, .key_spec_index = -1, .token = "EPHEMERAL",
+     .summary = "a concurrency limit's key (RL.CONCURRENCY), deleted once nobody holds it",
+     .flags = REDISMODULE_CMD_ARG_OPTIONAL},
     {0}};
 static RedisModuleCommandArg args_concurrency[] = {
     ARG_KEY("key", 0, NULL), ARG_STR("holder", "1 to 256 bytes"), ARG_INT("lease-ms", "milliseconds"),

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "core/keyslot.h"
 #include "ratelimit/ratelimit_glue.h"
 #include "server/args.h"
 #include "server/clock.h"
@@ -35,29 +36,54 @@ typedef struct rl_options {
     uint64_t at_ms;     /* 0 = use the clock */
 } rl_options;
 
+/* The options each command takes, as its syntax line names them. */
+typedef struct rl_syntax {
+    const char *cmd;
+    int allow_burst, allow_wait; /* BURST; WAIT and AT */
+    const char *valid;
+} rl_syntax;
+
+static const rl_syntax SYN_GCRA = {"RL.GCRA", 1, 1, "BURST capacity, COST n, WAIT timeout-ms, AT unix-ms"};
+static const rl_syntax SYN_GCRA_PEEK = {"RL.GCRA_PEEK", 1, 0, "BURST capacity, COST n"};
+static const rl_syntax SYN_WINDOW = {"RL.WINDOW", 0, 1, "COST n, WAIT timeout-ms, AT unix-ms"};
+static const rl_syntax SYN_WINDOW_PEEK = {"RL.WINDOW_PEEK", 0, 0, "COST n"};
+
+/* Parse the options from argv[first]; on an error reply (naming an unknown
+ * option, a missing value or the range) and return -1. */
 static int parse_options_or_reply(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, int first,
-                                  int allow_burst, int allow_wait, rl_options *o) {
+                                  const rl_syntax *syn, rl_options *o) {
     o->burst = 0;
     o->cost = 1;
     o->wait_ms = -1;
     o->at_ms = 0;
     for (int i = first; i < argc; i += 2) {
-        if (i + 1 >= argc) return RedisModule_ReplyWithError(ctx, ERR_SYNTAX), -1;
+        enum { OPT_BURST, OPT_COST, OPT_WAIT, OPT_AT } opt;
+        static const char *const names[] = {"BURST", "COST", "WAIT", "AT"};
+        static const char *const values[] = {"capacity", "n", "timeout-ms", "unix-ms"};
+        if (syn->allow_burst && mc_is_word(argv[i], "BURST")) opt = OPT_BURST;
+        else if (mc_is_word(argv[i], "COST")) opt = OPT_COST;
+        else if (syn->allow_wait && mc_is_word(argv[i], "WAIT")) opt = OPT_WAIT;
+        else if (syn->allow_wait && mc_is_word(argv[i], "AT")) opt = OPT_AT;
+        else return mc_reply_unknown_option(ctx, syn->cmd, argv[i], syn->valid), -1;
+        if (i + 1 >= argc) return mc_reply_needs_value(ctx, names[opt], values[opt]), -1;
         uint64_t v;
-        if (allow_burst && mc_is_word(argv[i], "BURST")) {
+        switch (opt) {
+        case OPT_BURST:
             if (mc_parse_u64(argv[i + 1], 1, MAX_BURST, &v)) return mc_reply_range(ctx, "BURST", 1, MAX_BURST), -1;
             o->burst = v;
-        } else if (mc_is_word(argv[i], "COST")) {
+            break;
+        case OPT_COST:
             if (mc_parse_u64(argv[i + 1], 0, MAX_COST, &v)) return mc_reply_range(ctx, "COST", 0, MAX_COST), -1;
             o->cost = v;
-        } else if (allow_wait && mc_is_word(argv[i], "WAIT")) {
+            break;
+        case OPT_WAIT:
             if (mc_parse_u64(argv[i + 1], 0, 1ULL << 40, &v)) return mc_reply_range(ctx, "WAIT", 0, 1ULL << 40), -1;
             o->wait_ms = (long long)v;
-        } else if (allow_wait && mc_is_word(argv[i], "AT")) {
+            break;
+        case OPT_AT:
             if (mc_parse_u64(argv[i + 1], 1, LB_MAX_TIME_MS, &v)) return mc_reply_range(ctx, "AT", 1, LB_MAX_TIME_MS), -1;
             o->at_ms = v;
-        } else {
-            return RedisModule_ReplyWithError(ctx, ERR_SYNTAX), -1;
+            break;
         }
     }
     return 0;
@@ -223,7 +249,7 @@ static int parse_gcra_or_reply(RedisModuleCtx *ctx, RedisModuleString **argv, in
     if (mc_parse_u64(argv[2], 1, 1ULL << 40, &rate)) return mc_reply_range(ctx, "rate", 1, 1ULL << 40), -1;
     if (mc_parse_u64(argv[3], 1, GCRA_MAX_PERIOD_US / 1000, &period))
         return mc_reply_range(ctx, "period (milliseconds)", 1, GCRA_MAX_PERIOD_US / 1000), -1;
-    if (parse_options_or_reply(ctx, argv, argc, 4, 1, !peek, o) != 0) return -1;
+    if (parse_options_or_reply(ctx, argv, argc, 4, peek ? &SYN_GCRA_PEEK : &SYN_GCRA, o) != 0) return -1;
     r->kind = RL_GCRA;
     r->cost = o->cost;
     if (gcra_params_init(&r->gcra, o->burst ? o->burst : rate, rate, period * 1000) != 0)
@@ -259,7 +285,7 @@ static int parse_window_or_reply(RedisModuleCtx *ctx, RedisModuleString **argv, 
     uint64_t limit, window;
     if (mc_parse_u64(argv[2], 1, UINT32_MAX, &limit)) return mc_reply_range(ctx, "limit", 1, UINT32_MAX), -1;
     if (mc_parse_u64(argv[3], 1, LB_MAX_WINDOW_MS, &window)) return mc_reply_range(ctx, "window (milliseconds)", 1, LB_MAX_WINDOW_MS), -1;
-    if (parse_options_or_reply(ctx, argv, argc, 4, 0, !peek, o) != 0) return -1;
+    if (parse_options_or_reply(ctx, argv, argc, 4, peek ? &SYN_WINDOW_PEEK : &SYN_WINDOW, o) != 0) return -1;
     lbucket probe;
     if (lb_init(&probe, window) != LB_OK) return RedisModule_ReplyWithError(ctx, "ERR window out of range"), -1;
     r->kind = RL_WINDOW;
@@ -345,9 +371,10 @@ static int Refund_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, in
 /* RL.MULTI <cost> <numlimits> <key> GCRA|WINDOW <limit> <period ms> [<key> ...]...
  * Takes <cost> from every limit or from none: GCRA is <limit> units per <period
  * ms> with capacity <limit>; WINDOW is at most <limit> within <period ms>. Keys
- * must share a hash slot. Reply: [allowed, index of the first limit that
- * refused (1-based; 0 when allowed), retry_after_ms (the longest wait among the
- * refusing limits; -1 when allowed or never possible), remaining (the smallest)]. */
+ * must share a hash slot, standalone too (else CROSSSLOT, nothing written).
+ * Reply: [allowed, index of the first limit that refused (1-based; 0 when
+ * allowed), retry_after_ms (the longest wait among the refusing limits; -1 when
+ * allowed or never possible), remaining (the smallest)]. */
 static int Multi_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (RedisModule_IsKeysPositionRequest(ctx)) {
         /* Keys sit every 4 arguments from argv[3]: key specs cannot say that to
@@ -363,6 +390,15 @@ static int Multi_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int
     if (mc_parse_u64(argv[1], 0, UINT32_MAX, &cost)) return mc_reply_range(ctx, "cost", 0, UINT32_MAX);
     if (mc_parse_u64(argv[2], 1, MAX_MULTI_LIMITS, &n)) return mc_reply_range(ctx, "numlimits", 1, MAX_MULTI_LIMITS);
     if ((uint64_t)argc != 3 + 4 * n) return RedisModule_WrongArity(ctx);
+    /* One hash slot, standalone too (where Redis checks nothing): code that
+     * works here works in Cluster, and gets the error Cluster gives. */
+    size_t klen;
+    const char *k = RedisModule_StringPtrLen(argv[3], &klen);
+    unsigned slot = keyslot_of(k, klen);
+    for (uint64_t i = 1; i < n; i++) {
+        k = RedisModule_StringPtrLen(argv[3 + 4 * i], &klen);
+        if (keyslot_of(k, klen) != slot) return RedisModule_ReplyWithError(ctx, ERR_CROSSSLOT);
+    }
     rl_request reqs[MAX_MULTI_LIMITS];
     RedisModuleString *keys[MAX_MULTI_LIMITS];
     for (uint64_t i = 0; i < n; i++) {

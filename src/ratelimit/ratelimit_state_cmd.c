@@ -13,7 +13,6 @@
 
 #include "ratelimit/ratelimit_glue.h"
 #include "server/args.h"
-#include "server/errors.h"
 #include "server/internal.h"
 
 /* RL.GCRA_SET <key> <tat unix us> <emission us> <limit>
@@ -52,7 +51,7 @@ static int WindowHit_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv,
     if (mc_parse_u64(argv[3], 1, UINT32_MAX, &limit)) return mc_reply_range(ctx, "limit", 1, UINT32_MAX);
     if (mc_parse_u64(argv[4], 1, LB_MAX_TIME_MS, &at)) return mc_reply_range(ctx, "time", 1, LB_MAX_TIME_MS);
     if (mc_parse_u64(argv[5], 1, UINT32_MAX, &cost)) return mc_reply_range(ctx, "cost", 1, UINT32_MAX);
-    if (mc_parse_u64(argv[6], 0, 0, &zero)) return RedisModule_ReplyWithError(ctx, ERR_SYNTAX);
+    if (mc_parse_u64(argv[6], 0, 0, &zero)) return RedisModule_ReplyWithError(ctx, "ERR reserved must be 0");
     RedisModuleKey *key;
     if (rl_open(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE, WindowType, &key) != RL_OK)
         return rl_reply_error(ctx, RL_ERR_WRONGTYPE);

@@ -65,8 +65,7 @@ ARITY = {
     DELETE_CHALLENGE: [(), (SENT,), (SENT, "pending", "extra")],
     VISIT_AT: [(), (SENT_KEY,), (SENT_KEY, NOW, NOW)],
     CAPTCHA_SET: [(), (SENT_KEY,), (SENT_KEY, 30, NOW, 1)],
-    CHALLENGE_SET: [(), (SENT_CH,), (SENT_CH, 5), (SENT_CH, 5, 30, "PXAT"),
-                    (SENT_CH, 5, 30, "PXAT", NOW + 10000, "extra")],
+    CHALLENGE_SET: [(), (SENT_CH,), (SENT_CH, 5), (SENT_CH, 5, 30, "PXAT", NOW + 10000, "extra")],
 }
 for cmd, arglists in ARITY.items():
     for a in arglists:
@@ -240,7 +239,8 @@ for key_id, key in (("existing", SENT_KEY), ("new", NEW_KEY)):
 
 # ---------------------------------------------------------------- CHALLENGE_SET
 for key_id, key in (("existing", SENT_CH), ("new", chkey(SENT, "other"))):
-    Q = lambda id_, *rest: case("challenge_set-%s-%s" % (key_id, id_), (CHALLENGE_SET, key) + rest)  # noqa: E731
+    def Q(id_, *rest, prefixes=None, key_id=key_id, key=key):
+        case("challenge_set-%s-%s" % (key_id, id_), (CHALLENGE_SET, key) + rest, prefixes)
     Q("difficulty-word", "x", 30)
     Q("difficulty-negative", -1, 30)
     Q("difficulty-2^32", 2 ** 32, 30)
@@ -254,8 +254,11 @@ for key_id, key in (("existing", SENT_CH), ("new", chkey(SENT, "other"))):
     Q("pxat-zero", 5, 30, "PXAT", 0)
     Q("pxat-2^48+1", 5, 30, "PXAT", 2 ** 48 + 1)
     Q("pxat-2^63", 5, 30, "PXAT", 2 ** 63)
-    Q("keyword-unknown", 5, 30, "FOO", NOW + 10000)
-    Q("keyword-ex", 5, 30, "EX", 100)
+    Q("pxat-missing", 5, 30, "PXAT", prefixes=("PXAT needs a value (unix-time-milliseconds)",))
+    for id_, rest in (("keyword-unknown", ("FOO", NOW + 10000)), ("keyword-ex", ("EX", 100)),
+                      ("keyword-alone", ("FOO",))):
+        Q(id_, 5, 30, *rest, prefixes=("unknown option '%s' for MCAPTCHA_CACHE.CHALLENGE_SET; expected PXAT "
+                                       "unix-time-milliseconds" % rest[0],))
 case("challenge_set-captcha-key", (CHALLENGE_SET, SENT_KEY, 5, 30), ("WRONGTYPE",))
 case("captcha_set-challenge-key", cs(30, *LEVELS2, NOW, 0, key=SENT_CH), ("WRONGTYPE",))
 

@@ -1134,9 +1134,10 @@ BAD_INPUT = [
     ("RL.MULTI", [1, 1, "k", "WINDOW", 5, 0]), ("RL.MULTI", [1, 1, "k", "WINDOW", 2 ** 32, 10]),
     ("RL.MULTI", [1, 1, "k", "WINDOW", 5, 2 ** 42 + 1]), ("RL.MULTI", [1, 1, "k", "GCRA", 5, BIG]),
     ("RL.MULTI", [1, 2, "k", "GCRA", 5, 1000, "k", "GCRA", 5, 1000]),
-    ("RL.MULTI", [1, 2, "k", "GCRA", 5, 1000, "s", "GCRA", 5, 1000]),
-    ("RL.MULTI", [1, 2, "k", "GCRA", 5, 1000, "g", "WINDOW", 5, 1000]),
-    ("RL.MULTI", [1, 2, "k", "WINDOW", 5, 1000, "w", "WINDOW", 5, 2000]),
+    # the second key of the wrong type or window ("{s}" hashes with "s": keys share a slot)
+    ("RL.MULTI", [1, 2, "{s}", "GCRA", 5, 1000, "s", "GCRA", 5, 1000]),
+    ("RL.MULTI", [1, 2, "{g}", "GCRA", 5, 1000, "g", "WINDOW", 5, 1000]),
+    ("RL.MULTI", [1, 2, "{w}", "WINDOW", 5, 1000, "w", "WINDOW", 5, 2000]),
     # CL.THROTTLE (the full table is above)
     ("CL.THROTTLE", ["k", 1, 0, 1]), ("CL.THROTTLE", ["s", 1, 1, 1]), ("CL.THROTTLE", ["w", 1, 1, 1]),
     ("CL.THROTTLE", ["k", 1, 1, 1, BIG]),
