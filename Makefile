@@ -8,6 +8,7 @@
 #   make bench      throughput, CPU and memory against native commands and Lua scripts
 #   make fuzz       run every libFuzzer target for FUZZ_SECONDS (default 600) seconds
 #   make mutants    apply each hand-written bug in tests/mutants/ and check that its tests fail
+#   make soak       the model-based tests and history checkers with many more examples
 #
 # REDISMODULE_H=/path/to/redismodule.h uses that header instead of fetching the
 # installed server's from Debian's redis source package (scripts/fetch-redismodule-h.sh).
@@ -47,7 +48,7 @@ ASAN_MODULE := $(ASAN_DIR)/$(MODULE)
 ASAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
 
 .PHONY: all run test unit unit-valgrind integration integration-asan install clean deps-build deps-run deps-test \
-	bench deps-bench fuzz fuzz-replay deps-fuzz mutants mutants-check servers test-servers readme-acl commands-md
+	bench deps-bench fuzz fuzz-replay deps-fuzz soak mutants mutants-check servers test-servers readme-acl commands-md
 
 all: $(MODULE)
 
@@ -114,6 +115,13 @@ integration: $(MODULE)
 # module, then again against the ASan/UBSan build; any failure or report fails.
 test: deps-test
 	@$(MAKE) --no-print-directory $(MODULE) mutants-check unit unit-valgrind fuzz-replay integration integration-asan
+
+# The stateful model-based tests and the history checkers run bounded in make test;
+# here with MC_SOAK=1 (tests/integration/soak.py): many more examples, longer histories.
+SOAK_TESTS = $(wildcard tests/integration/*/test_*_model.py tests/integration/*/test_*_history.py)
+soak: deps-test
+	@$(MAKE) --no-print-directory $(MODULE)
+	MC_SOAK=1 $(SERVER_ENV) MCAPTCHA_MODULE=$(CURDIR)/$(MODULE) $(PYTHON) -m pytest -q -p no:cacheprovider $(SOAK_TESTS)
 
 deps-fuzz:
 	@sh scripts/deps.sh build fuzz

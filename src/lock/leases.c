@@ -188,6 +188,7 @@ static void on_flush(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t sub, void
     RedisModule_DictIteratorStop(it);
     for (size_t i = 0; i < n; i++) forget(ctx, todo[i]);
     RedisModule_Free(todo);
+    waitq_kick_db(ctx, dbnum); /* the flushed locks' waiters get them at once */
 }
 
 /* Arm (primary) or track (replica) the lease timer of the lock at db/key. */

@@ -180,7 +180,7 @@ static void release_closed_sessions(RedisModuleCtx *ctx, void *data) {
                 if (h >= 0 && l->holders[h].client_id == id) {
                     l->holders[h].count = 1;
                     lock_release(l, owner, olen);
-                    lock_expire(l, now_ms);
+                    lock_stats.expired += lock_expire(l, now_ms); /* ended leases count as in lock_expire_leases */
                     lock_commit(ctx, key, s->key, l, now_ms);
                     waitq_kick(ctx, s->key);
                 }

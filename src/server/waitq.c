@@ -314,6 +314,20 @@ void waitq_kick(RedisModuleCtx *ctx, RedisModuleString *key) {
     }
 }
 
+void waitq_kick_db(RedisModuleCtx *ctx, int db) {
+    if (total_waiting == 0) return;
+    RedisModuleDictIter *it = RedisModule_DictIteratorStartC(queues, "^", NULL, 0);
+    waitq *q;
+    /* arm() changes no dict entry: kicking while iterating is safe */
+    while (RedisModule_DictNextC(it, NULL, (void **)&q)) {
+        if ((db == -1 || q->db == db) && q->head) {
+            q->kicked = 1;
+            arm(ctx, q, 0);
+        }
+    }
+    RedisModule_DictIteratorStop(it);
+}
+
 void waitq_init(void) {
     queues = RedisModule_CreateDict(NULL);
     by_client = RedisModule_CreateDict(NULL);

@@ -71,6 +71,10 @@ void waitq_block(RedisModuleCtx *ctx, const waitq_ops *ops, RedisModuleString *k
 /* Something was freed on `key`: serve its queue as soon as possible. */
 void waitq_kick(RedisModuleCtx *ctx, RedisModuleString *key);
 
+/* Database `db` (-1: every database) was flushed: serve every queue there as
+ * soon as possible (their keys are gone, so the head waiters fit now). */
+void waitq_kick_db(RedisModuleCtx *ctx, int db);
+
 /* Clients currently waiting, over all keys (INFO). */
 long long waitq_total(void);
 

@@ -53,7 +53,7 @@ def test_released_and_deleted_locks_leave_no_timer_entries(server):
     assert after - base < 300 * 1024, (base, after)
 
 
-@pytest.mark.parametrize("how", ["DEL", "UNLINK"])
+@pytest.mark.parametrize("how", ["DEL", "UNLINK", "FLUSHDB", "FLUSHALL"])
 def test_deleting_a_held_lock_serves_its_waiter(server, how):
     r = server.client()
     assert r.execute_command("LOCK.ACQUIRE", "dl", "holder", 600000)[0] == 1
@@ -66,8 +66,8 @@ def test_deleting_a_held_lock_serves_its_waiter(server, how):
     t = threading.Thread(target=waiter)
     t.start()
     _wait_for(lambda: r.execute_command("LOCK.INSPECT", "dl")[2] == 1, "the waiter is queued")
-    r.execute_command(how, "dl")
-    t.join(20)
+    r.execute_command(how, "dl") if how in ("DEL", "UNLINK") else r.execute_command(how)
+    t.join(20)  # well before the waiter's WAIT (30 s) and the old lease (600 s) end
     assert not t.is_alive(), "the waiter was not served after %s" % how
     assert out["reply"][0] == 1
     holders = r.execute_command("LOCK.INSPECT", "dl")[3]

@@ -1,0 +1,489 @@
+"""A model-based test of the lock family: random sequences of commands against
+a real primary (with a replica), every reply compared with a Python model.
+
+The rules: LOCK.ACQUIRE (mutex and PERMITS 2 semaphores, REENTRANT, SESSION,
+WAIT), RELEASE and EXTEND by owners and strangers, waiters that queue, time
+out or disconnect, a lease made to end (the waiter behind it must be served by
+the module's timer), a session connection that closes, DEL/UNLINK/FLUSHALL/
+FLUSHDB of held locks with waiters (the head waiter is served at once), RENAME,
+MOVE (to db 1) and COPY, DEBUG RELOAD, SAVE + kill -9 + restart, and a replica
+compared with the primary (DEBUG DIGEST, LOCK.INSPECT).
+
+After every step every lock is read back with LOCK.INSPECT and compared with the
+model (permits, last token, waiters, holders with token and count, lease left
+within the lease). Fencing tokens are checked to grow strictly, across keys and
+across every reload and restart of the process (README, "Fencing tokens").
+
+Leases are long (10 minutes), so nothing ends unless a rule makes it end: the
+model is exact. A rule that needs a state (a waiter queued, a lease ended, a
+disconnect seen) polls for it; nothing waits for a time.
+
+Bounded in `make test` (tests/integration/soak.py); MC_SOAK=1 (`make soak`)
+runs many more examples.
+"""
+
+import time
+
+import redis
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule, run_state_machine_as_test
+
+from servers import wait_replicas_synced
+from soak import model_settings
+
+LEASE = 600_000
+NAMES = ["a", "b"]
+DBS = [0, 1]
+OWNERS = ["o1", "o2", "o3"]
+HOLDER = "<a holder>"
+DB = st.sampled_from([0, 0, 0, 1])   # db 1 now and then (MOVE, FLUSHDB, timers there)
+NOT_OWNER = b"the lock is not held by this owner"
+
+
+def poll(what, cond, timeout=10.0):
+    """Wait for a state (not a time): cond() true, or fail naming `what`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = cond()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting for: %s" % what)
+        time.sleep(0.002)
+
+
+def read(conn):
+    """The reply to a command sent on `conn`; an error reply is returned, not raised."""
+    try:
+        return conn.read_response()
+    except redis.ResponseError as e:
+        return e
+
+
+class Holder:
+    def __init__(self, owner, token, session=None):
+        self.owner, self.token, self.count, self.session = owner, token, 1, session
+
+
+class LockM:
+    def __init__(self, permits):
+        self.permits, self.last_token, self.holders = permits, 0, {}
+
+
+class Waiter:
+    """A blocked LOCK.ACQUIRE ... WAIT on its own connection."""
+
+    def __init__(self, conn, owner, permits):
+        self.conn, self.owner, self.permits = conn, owner, permits
+
+
+STATS = {"examples": 0, "steps": 0, "grants": 0, "waiters served": 0, "timeouts": 0, "restarts": 0}
+
+
+class LockMachine(RuleBasedStateMachine):
+    primary = replica = None
+    max_token = 0      # the largest token this test saw: every new one is larger
+
+    def __init__(self):
+        super().__init__()
+        self.locks = {}    # (db, name) -> LockM
+        self.queues = {}   # (db, name) -> [Waiter]
+        self.seq = 0
+        self.sessions = []  # open session connections
+        self.restarts = 0   # at most one per example (a restart costs the replica ~1 s to reconnect)
+
+    # ---------------------------------------------------------------- plumbing
+    def c(self, db):
+        return self.clients[db]
+
+    def conn(self, db):
+        c = redis.Connection(host=self.primary.host, port=self.primary.port, db=db, socket_timeout=10)
+        c.connect()
+        return c
+
+    def fresh(self, prefix):
+        self.seq += 1
+        return "%s%d" % (prefix, self.seq)
+
+    def new_token(self, key, token):
+        """A grant's token: larger than the key's last and than any token seen."""
+        assert isinstance(token, int)
+        lk = self.locks[key]
+        assert token > lk.last_token, (key, token, lk.last_token)
+        assert token > LockMachine.max_token, (key, token, LockMachine.max_token)
+        lk.last_token = token
+        LockMachine.max_token = token
+        STATS["grants"] += 1
+        return token
+
+    def try_acquire(self, key, owner, permits, reentrant):
+        """The model of one attempt with no queue ahead: ('granted', holder) |
+        ('reentered', holder) | ('owned',) | ('busy',) | ('permits',)."""
+        lk = self.locks.get(key)
+        if lk is not None and lk.holders and lk.permits != permits:
+            return ("permits",)
+        if lk is not None and owner in lk.holders:
+            if not reentrant:
+                return ("owned",)
+            lk.holders[owner].count += 1
+            return ("reentered", lk.holders[owner])
+        if lk is not None and len(lk.holders) >= permits:
+            return ("busy",)           # refused: the lock is left as it was
+        if lk is None:
+            lk = self.locks[key] = LockM(permits)
+        lk.permits = permits           # an unheld lock takes the size of its next grant
+        return ("granted", None)
+
+    def check_refusal(self, key, rep):
+        assert rep[0] == 0 and rep[1] == -1, rep
+        lk = self.locks.get(key)
+        if lk is None or not lk.holders:
+            assert rep[2] == -1, rep
+        else:
+            assert 0 < rep[2] <= LEASE, rep
+
+    def serve(self, key):
+        """The key's permits may have come free: its waiters are served first
+        come first served, each read from its connection (must arrive)."""
+        q = self.queues.get(key, [])
+        while q:
+            w = q[0]
+            out = self.try_acquire(key, w.owner, w.permits, False)
+            if out[0] == "busy":
+                return
+            q.pop(0)
+            rep = read(w.conn)
+            if out[0] == "permits":
+                assert isinstance(rep, redis.ResponseError) and "PERMITS differs" in str(rep), rep
+            else:
+                assert out[0] == "granted", out
+                assert rep[0] == 1 and rep[2] == LEASE, rep
+                self.locks[key].holders[w.owner] = Holder(w.owner, self.new_token(key, rep[1]))
+            STATS["waiters served"] += 1
+            w.conn.disconnect()
+
+    def drop_key(self, key):
+        """The key was deleted: its session holders lose their key too."""
+        self.locks.pop(key, None)
+
+    # ------------------------------------------------------------------ setup
+    @initialize()
+    def setup(self):
+        self.clients = {db: redis.Redis(host=self.primary.host, port=self.primary.port, db=db, socket_timeout=10)
+                        for db in DBS}
+        self.c(0).flushall()
+        STATS["examples"] += 1
+
+    def teardown(self):
+        for q in self.queues.values():
+            for w in q:
+                w.conn.disconnect()
+        for s in self.sessions:
+            s.disconnect()
+        for c in getattr(self, "clients", {}).values():
+            c.connection_pool.disconnect()
+
+    # ------------------------------------------------------------------ rules
+    @rule(name=st.sampled_from(NAMES), db=DB, owner=st.sampled_from(OWNERS),
+          permits=st.sampled_from([1, 1, 2]), reentrant=st.booleans())
+    def acquire(self, name, db, owner, permits, reentrant):
+        key = (db, name)
+        args = ["LOCK.ACQUIRE", name, owner, LEASE, "PERMITS", permits] + (["REENTRANT"] if reentrant else [])
+        try:
+            rep = self.c(db).execute_command(*args)
+        except redis.ResponseError as e:
+            rep = e
+        if self.queues.get(key):
+            lk = self.locks.get(key)
+            if reentrant and lk is not None and owner in lk.holders:
+                out = self.try_acquire(key, owner, permits, reentrant)
+                assert out[0] in ("reentered", "permits"), out
+            else:
+                out = ("queued",)
+        else:
+            out = self.try_acquire(key, owner, permits, reentrant)
+        if out[0] == "permits":
+            assert isinstance(rep, redis.ResponseError) and "PERMITS differs" in str(rep), rep
+        elif out[0] == "reentered":
+            assert rep == [1, out[1].token, LEASE], (rep, out[1].token)
+        elif out[0] == "granted":
+            assert rep[0] == 1 and rep[2] == LEASE, rep
+            self.locks[key].holders[owner] = Holder(owner, self.new_token(key, rep[1]))
+        else:
+            self.check_refusal(key, rep)
+
+    @rule(name=st.sampled_from(NAMES), db=DB, permits=st.sampled_from([1, 1, 2]))
+    def wait(self, name, db, permits):
+        """A new owner waits (WAIT 10 minutes): granted at once, or queued."""
+        key = (db, name)
+        owner = self.fresh("w")
+        conn = self.conn(db)
+        conn.send_command("LOCK.ACQUIRE", name, owner, LEASE, "PERMITS", permits, "WAIT", LEASE)
+        out = ("queued",) if self.queues.get(key) else self.try_acquire(key, owner, permits, False)
+        if out[0] == "queued" or out[0] == "busy":
+            self.queues.setdefault(key, []).append(Waiter(conn, owner, permits))
+            poll("waiter %s queued on %s" % (owner, key),
+                 lambda: self.c(db).execute_command("LOCK.INSPECT", name)[2] == len(self.queues[key]))
+            return
+        rep = read(conn)
+        conn.disconnect()
+        if out[0] == "permits":
+            assert isinstance(rep, redis.ResponseError) and "PERMITS differs" in str(rep), rep
+        else:
+            assert out[0] == "granted" and rep[0] == 1, (out, rep)
+            self.locks[key].holders[owner] = Holder(owner, self.new_token(key, rep[1]))
+
+    @precondition(lambda self: any(self.queues.values()))
+    @rule(data=st.data())
+    def waiter_times_out(self, data):
+        """A waiter with a short WAIT behind a busy queue: answered [0, -1, -1]
+        once, holding nothing, and the queue is as before."""
+        key = data.draw(st.sampled_from(sorted(k for k, q in self.queues.items() if q)))
+        db, name = key
+        owner = self.fresh("t")
+        conn = self.conn(db)
+        try:
+            rep = conn.send_command("LOCK.ACQUIRE", name, owner, LEASE, "PERMITS", self.queues[key][0].permits,
+                                    "WAIT", 5) or read(conn)
+            assert rep == [0, -1, -1], rep
+            STATS["timeouts"] += 1
+        finally:
+            conn.disconnect()
+        with_err = self.c(db)
+        try:
+            with_err.execute_command("LOCK.RELEASE", name, owner)
+            raise AssertionError("a timed-out waiter holds %s" % (key,))
+        except redis.ResponseError as e:
+            assert NOT_OWNER in str(e).encode()
+        poll("queue of %s back to %d" % (key, len(self.queues[key])),
+             lambda: self.c(db).execute_command("LOCK.INSPECT", name)[2] == len(self.queues[key]))
+
+    @precondition(lambda self: any(self.queues.values()))
+    @rule(data=st.data())
+    def waiter_disconnects(self, data):
+        key = data.draw(st.sampled_from(sorted(k for k, q in self.queues.items() if q)))
+        q = self.queues[key]
+        w = q.pop(data.draw(st.integers(0, len(q) - 1)))
+        w.conn.disconnect()
+        db, name = key
+        poll("waiter left %s" % (key,), lambda: self.c(db).execute_command("LOCK.INSPECT", name)[2] == len(q))
+
+    def pick_owner(self, key, owner):
+        """`owner`, or for HOLDER the first current holder of the key (waiters
+        granted earlier hold under names of their own)."""
+        lk = self.locks.get(key)
+        if owner == HOLDER:
+            owner = next(iter(lk.holders), OWNERS[0]) if lk else OWNERS[0]
+        return owner
+
+    @rule(name=st.sampled_from(NAMES), db=DB, owner=st.sampled_from(OWNERS + [HOLDER] * 3))
+    def release(self, name, db, owner):
+        key = (db, name)
+        owner = self.pick_owner(key, owner)
+        lk = self.locks.get(key)
+        h = lk.holders.get(owner) if lk else None
+        try:
+            rep = self.c(db).execute_command("LOCK.RELEASE", name, owner)
+        except redis.ResponseError as e:
+            assert h is None and NOT_OWNER in str(e).encode(), (key, owner, e)
+            return
+        assert h is not None, (key, owner, rep)
+        h.count -= 1
+        assert rep == h.count, (rep, h.count)
+        if h.count == 0:
+            del lk.holders[owner]
+            self.serve(key)
+
+    @rule(name=st.sampled_from(NAMES), db=DB, owner=st.sampled_from(OWNERS + [HOLDER]))
+    def extend(self, name, db, owner):
+        key = (db, name)
+        owner = self.pick_owner(key, owner)
+        lk = self.locks.get(key)
+        held = lk is not None and owner in lk.holders
+        try:
+            rep = self.c(db).execute_command("LOCK.EXTEND", name, owner, LEASE)
+            assert held and rep == LEASE, (key, owner, rep)
+        except redis.ResponseError as e:
+            assert not held and NOT_OWNER in str(e).encode(), (key, owner, e)
+
+    @precondition(lambda self: any(lk.holders for lk in self.locks.values()))
+    @rule(data=st.data())
+    def lease_ends(self, data):
+        """A holder's lease is cut to 5 ms: the module's timer ends it (the stored
+        value drops it, untouched) and serves the waiters behind it."""
+        key = data.draw(st.sampled_from(sorted(k for k, lk in self.locks.items() if lk.holders)))
+        lk = self.locks[key]
+        owner = data.draw(st.sampled_from(sorted(lk.holders)))
+        db, name = key
+        assert self.c(db).execute_command("LOCK.EXTEND", name, owner, 5) == 5
+        h = lk.holders.pop(owner)
+        if h.session is not None:
+            h.session.holds.discard(key)
+        if self.queues.get(key):
+            self.serve(key)      # served by the timer: their replies must arrive
+        else:                    # the timer rewrote the value (DUMP) without anyone touching the key
+            poll("the lease of %s on %s ended in the stored value" % (owner, key),
+                 lambda: owner.encode() not in self.c(db).dump(name))
+
+    @rule(name=st.sampled_from(NAMES), db=DB)
+    def session_acquire(self, name, db):
+        """SESSION on a connection of its own, later closed (session_closes)."""
+        key = (db, name)
+        if self.queues.get(key):
+            return
+        owner = self.fresh("s")
+        conn = self.conn(db)
+        rep = conn.send_command("LOCK.ACQUIRE", name, owner, LEASE, "SESSION") or read(conn)
+        out = self.try_acquire(key, owner, 1, False)
+        if out[0] == "granted":
+            assert rep[0] == 1, rep
+            conn.holds = {key}
+            conn.owner = owner
+            self.locks[key].holders[owner] = Holder(owner, self.new_token(key, rep[1]), session=conn)
+            self.sessions.append(conn)
+        else:
+            conn.disconnect()
+            if out[0] == "permits":
+                assert isinstance(rep, redis.ResponseError), rep
+            else:
+                self.check_refusal(key, rep)
+
+    @precondition(lambda self: self.sessions)
+    @rule(data=st.data())
+    def session_closes(self, data):
+        conn = self.sessions.pop(data.draw(st.integers(0, len(self.sessions) - 1)))
+        conn.disconnect()
+        for key in sorted(conn.holds):
+            lk = self.locks.get(key)
+            if lk is None or conn.owner not in lk.holders:
+                continue
+            del lk.holders[conn.owner]
+            db, name = key
+            poll("session %s released %s" % (conn.owner, key),
+                 lambda: all(h[0] != conn.owner.encode()
+                             for h in self.c(db).execute_command("LOCK.INSPECT", name)[3]))
+            self.serve(key)
+
+    @rule(name=st.sampled_from(NAMES), db=DB, how=st.sampled_from(["DEL", "UNLINK"]))
+    def delete(self, name, db, how):
+        """Deleting a held lock serves its head waiter at once."""
+        key = (db, name)
+        assert self.c(db).execute_command(how, name) == (1 if key in self.locks else 0)
+        self.drop_key(key)
+        self.serve(key)
+
+    @rule(how=st.sampled_from(["FLUSHALL", "FLUSHDB"]))
+    def flush(self, how):
+        self.c(1).execute_command(how)
+        for key in sorted(self.locks):
+            if how == "FLUSHALL" or key[0] == 1:
+                self.drop_key(key)
+        for key in sorted(self.queues):
+            if how == "FLUSHALL" or key[0] == 1:
+                self.serve(key)
+
+    def movable(self, key):
+        lk = self.locks.get(key)
+        return (lk is not None and not self.queues.get(key)
+                and all(h.session is None for h in lk.holders.values()))
+
+    @rule(src=st.sampled_from(NAMES), dst=st.sampled_from(NAMES), db=DB,
+          how=st.sampled_from(["RENAME", "COPY"]))
+    def rename_or_copy(self, src, dst, db, how):
+        """The lease (and its timer) goes with the key: lease_ends checks it later."""
+        s, d = (db, src), (db, dst)
+        if src == dst or not self.movable(s) or d in self.locks or self.queues.get(d):
+            return
+        self.c(db).execute_command(how, src, dst)
+        lk = self.locks[s]
+        copy = LockM(lk.permits)
+        copy.last_token = lk.last_token
+        copy.holders = {o: Holder(o, h.token) for o, h in lk.holders.items()}
+        for o, h in lk.holders.items():
+            copy.holders[o].count = h.count
+        self.locks[d] = copy
+        if how == "RENAME":
+            del self.locks[s]
+
+    @rule(name=st.sampled_from(NAMES), db=DB)
+    def move(self, name, db):
+        s, d = (db, name), (1 - db, name)
+        if not self.movable(s) or d in self.locks or self.queues.get(d):
+            return
+        assert self.c(db).execute_command("MOVE", name, 1 - db) == 1
+        self.locks[d] = self.locks.pop(s)
+
+    @precondition(lambda self: not self.sessions)
+    @rule()
+    def debug_reload(self):
+        """Everything reloads as it was; queued waiters stay queued; tokens keep growing."""
+        assert self.c(0).execute_command("DEBUG", "RELOAD") in (b"OK", "OK", True)
+
+    @precondition(lambda self: not self.sessions and not any(self.queues.values()) and self.restarts == 0)
+    @rule()
+    def save_kill_restart(self):
+        """SAVE, kill -9, start again on the same RDB: the same locks, and every
+        token after the restart is larger than every token before it."""
+        assert self.c(0).execute_command("SAVE")
+        for c in self.clients.values():
+            c.connection_pool.disconnect()
+        self.primary.restart(kill=True)
+        self.restarts += 1
+        STATS["restarts"] += 1
+
+    @rule()
+    def replica_agrees(self):
+        wait_replicas_synced(self.primary, [self.replica], timeout=30)
+        rc = {db: self.replica.client(db=db) for db in DBS}
+        assert rc[0].execute_command("DEBUG", "DIGEST") == self.c(0).execute_command("DEBUG", "DIGEST")
+        for (db, name) in sorted(self.locks):
+            p = self.c(db).execute_command("LOCK.INSPECT", name)
+            r = rc[db].execute_command("LOCK.INSPECT", name)
+            assert r[:2] == p[:2] and r[2] == 0, (db, name, p, r)
+            assert sorted((h[0], h[2], h[3]) for h in r[3]) == sorted((h[0], h[2], h[3]) for h in p[3])
+        for c in rc.values():
+            c.connection_pool.disconnect()
+
+    # Rules drawn more often: they make queues form and drain.
+    @rule(name=st.sampled_from(NAMES), db=DB, permits=st.sampled_from([1, 1, 2]))
+    def wait_more(self, name, db, permits):
+        self.wait(name, db, permits)
+
+    @rule(name=st.sampled_from(NAMES), db=DB)
+    def holder_releases(self, name, db):
+        self.release(name, db, HOLDER)
+
+    # -------------------------------------------------------------- invariant
+    @invariant()
+    def inspect_agrees(self):
+        if not hasattr(self, "clients"):
+            return
+        STATS["steps"] += 1
+        for db in DBS:
+            for name in NAMES:
+                key = (db, name)
+                got = self.c(db).execute_command("LOCK.INSPECT", name)
+                lk = self.locks.get(key)
+                if lk is None:
+                    assert got is None, (key, got)
+                    assert not self.queues.get(key), key
+                    continue
+                assert got is not None, (key, "missing")
+                permits, last, waiters, holders = got
+                assert (permits, last, waiters) == (lk.permits, lk.last_token, len(self.queues.get(key, []))), \
+                    (key, got, lk.permits, lk.last_token)
+                want = sorted((o.encode(), h.token, h.count) for o, h in lk.holders.items())
+                assert sorted((h[0], h[2], h[3]) for h in holders) == want, (key, holders, want)
+                assert all(0 < h[1] <= LEASE for h in holders), holders
+        for q in self.queues.values():
+            for w in q:   # a queued waiter has had no reply
+                assert not w.conn.can_read(timeout=0), ("a queued waiter got a reply", w.owner)
+
+
+def test_lock_model(servers):
+    LockMachine.primary = servers.new(name="primary", save="")
+    LockMachine.replica = servers.replica_of(LockMachine.primary, name="replica")
+    LockMachine.max_token = 0
+    run_state_machine_as_test(LockMachine, settings=model_settings(examples=40, steps=60))
+    print("lock model:", STATS)
+    assert STATS["waiters served"] > 0 and STATS["grants"] > STATS["examples"], STATS
