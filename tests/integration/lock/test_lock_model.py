@@ -255,6 +255,7 @@ class LockMachine(RuleBasedStateMachine):
             raise AssertionError("a timed-out waiter holds %s" % (key,))
         except redis.ResponseError as e:
             assert NOT_OWNER in str(e).encode()
+        self.serve(key)   # the queue was served at the deadline: its head tried again
         poll("queue of %s back to %d" % (key, len(self.queues[key])),
              lambda: self.c(db).execute_command("LOCK.INSPECT", name)[2] == len(self.queues[key]))
 
@@ -266,6 +267,9 @@ class LockMachine(RuleBasedStateMachine):
         w = q.pop(data.draw(st.integers(0, len(q) - 1)))
         w.conn.disconnect()
         db, name = key
+        # the new head is tried: one whose PERMITS differ from the held lock's
+        # is answered with that error now (as serve() models)
+        self.serve(key)
         poll("waiter left %s" % (key,), lambda: self.c(db).execute_command("LOCK.INSPECT", name)[2] == len(q))
 
     def pick_owner(self, key, owner):
