@@ -37,6 +37,10 @@ NOTES = {
         "`Challenge not found` (bare).", "MCAPTCHA_CACHE.GET_CHALLENGE mysite n0nce"),
     "MCAPTCHA_CACHE.DELETE_CHALLENGE": ("`OK`.", "`Challenge not found` (bare).",
                                         "MCAPTCHA_CACHE.DELETE_CHALLENGE mysite n0nce"),
+    "MCAPTCHA_CACHE.COUNT": (
+        "Integer: the count after this increment. The key is the counter name (type `mcap-wndw`, the sliding window of `RL.WINDOW`); each increment leaves `leak-rate-s` seconds later (at most leak-rate/256 later) and the key expires when the count is back to 0. Replicates as `RL.WINDOW_HIT` with the time it used.",
+        "`ERR leak-rate (seconds) must be an integer from 1 to 4398046511`; `ERR the counter's leak-rate is 10 s, not 20 s; use the same leak-rate or delete the key` (nothing written); `ERR counter limit reached …`; `WRONGTYPE`.",
+        "MCAPTCHA_CACHE.COUNT mysite:visits 30"),
     "MCAPTCHA_CACHE.MODULE_LIST": (
         "The reply of `MODULE LIST`, same shape and protocol, with `mcaptcha_cache` first.",
         "None. A client's `MODULE LIST` runs this command while `module-list-first` is on.",

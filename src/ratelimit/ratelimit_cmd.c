@@ -5,6 +5,7 @@
  *   RL.WINDOW / RL.WINDOW_PEEK    exact sliding window on the leaky-bucket counter (ms)
  *   RL.REFUND    give units back, never below empty
  *   RL.MULTI     several limits, all or none, in one command
+ * (MCAPTCHA_CACHE.COUNT, a counter on the window type, is in count_cmd.c.)
  *
  * WAIT blocks on the FIFO queues of server/waitq.c, and while clients wait on a
  * key no later call (RL.GCRA, RL.WINDOW, CL.THROTTLE, RL.MULTI) is served before
@@ -472,5 +473,8 @@ static const mc_command commands[] = {
 };
 
 int ratelimit_cmd_register(RedisModuleCtx *ctx) {
-    return mc_register_commands(ctx, commands, sizeof(commands) / sizeof(commands[0]), ratelimit_cmdinfo);
+    if (mc_register_commands(ctx, commands, sizeof(commands) / sizeof(commands[0]), ratelimit_cmdinfo) ==
+        REDISMODULE_ERR)
+        return REDISMODULE_ERR;
+    return ratelimit_count_cmd_register(ctx); /* MCAPTCHA_CACHE.COUNT (count_cmd.c) */
 }

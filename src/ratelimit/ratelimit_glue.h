@@ -11,7 +11,8 @@
  * limiter.c (one request evaluated and applied, shared by every command and the
  * wait queue), ratelimit_cmd.c (CL.THROTTLE, redis-cell compatible, and the
  * native RL.* family, all times in milliseconds), ratelimit_state_cmd.c (the
- * internal commands of replication and the AOF), ratelimit_info.c (COMMAND DOCS). */
+ * internal commands of replication and the AOF), count_cmd.c (MCAPTCHA_CACHE.COUNT, a
+ * bare leaky-bucket counter on mcap-wndw), ratelimit_info.c (COMMAND DOCS). */
 #ifndef MC_RATELIMIT_GLUE_H
 #define MC_RATELIMIT_GLUE_H
 
@@ -50,8 +51,10 @@ extern RedisModuleType *GcraType;
 extern RedisModuleType *WindowType;
 
 int ratelimit_type_register(RedisModuleCtx *ctx);
-/* The public commands (ratelimit_cmd.c), then the internal ones (ratelimit_state_cmd.c). */
+/* The public commands (ratelimit_cmd.c, which also registers count_cmd.c's), then the
+ * internal ones (ratelimit_state_cmd.c). */
 int ratelimit_cmd_register(RedisModuleCtx *ctx);
+int ratelimit_count_cmd_register(RedisModuleCtx *ctx);
 int ratelimit_state_cmd_register(RedisModuleCtx *ctx);
 
 /* COMMAND DOCS metadata of the family (ratelimit_info.c). */

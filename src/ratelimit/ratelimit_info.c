@@ -1,5 +1,6 @@
-/* ratelimit_info.c -- COMMAND DOCS / COMMAND INFO metadata of the rate-limit family (CL.THROTTLE, RL.*): summary, complexity,
- * arity, key specs and arguments. Data only; ratelimit_cmd.c registers the handlers. */
+/* ratelimit_info.c -- COMMAND DOCS / COMMAND INFO metadata of the rate-limit family (CL.THROTTLE, RL.*,
+ * MCAPTCHA_CACHE.COUNT): summary, complexity, arity, key specs and arguments. Data only;
+ * ratelimit_cmd.c and count_cmd.c register the handlers. */
 #include "ratelimit/ratelimit_glue.h"
 #include "server/bucket_io.h"
 #include "server/commands.h"
@@ -50,6 +51,10 @@ static RedisModuleCommandArg args_multi[] = {
     {.name = "limit", .type = REDISMODULE_ARG_TYPE_BLOCK, .key_spec_index = -1,
      .flags = REDISMODULE_CMD_ARG_MULTIPLE, .subargs = args_multi_limit},
     {0}};
+static RedisModuleCommandArg args_count[] = {
+    ARG_KEY("counter-name", 0, "the counter's key"),
+    ARG_INT("leak-rate-s", "seconds each increment counts (1 to 4398046511)"),
+    {0}};
 static RedisModuleCommandArg args_gcra_set[] = {
     ARG_KEY("key", 0, NULL), ARG_INT("tat", "Unix microseconds"), ARG_INT("emission_interval", "microseconds"),
     ARG_INT("limit", NULL), {0}};
@@ -80,6 +85,10 @@ mc_cmdinfo ratelimit_cmdinfo[] = {
      INFO("Takes a cost from several limits atomically, from all or from none: [allowed, refused_index, "
           "retry_after_ms, remaining]",
           "O(N)", -7, ks_multi, args_multi)},
+    {"MCAPTCHA_CACHE.COUNT",
+     INFO("Increments a leaky-bucket counter (creating it); each increment leaves after leak-rate seconds. Reply: "
+          "the count",
+          "O(1) amortized", 3, KS_RW, args_count)},
     {"RL.GCRA_SET", INFO("Internal (replication, AOF): replaces a key with a GCRA state", "O(1)", 5, KS_OW, args_gcra_set)},
     {"RL.WINDOW_HIT", INFO("Internal (replication): adds hits to a window at an explicit time", "O(1) amortized", 7,
                             KS_RW, args_window_hit)},

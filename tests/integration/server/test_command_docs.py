@@ -5,7 +5,7 @@ has no display_text; Redis 7.2+ and Valkey read that field anyway, stepping by
 the size the module declares. The module registers its arguments in the 7.2
 layout, so on newer servers each argument's display text is its own name
 (never its neighbour's), and on 7.0 the same tables still read right. Names
-carry their units ([WAIT timeout-ms], [PERMITS n], [AT unix-ms])."""
+carry their units ([WAIT timeout-ms], [PERMITS n], [AT unix-ms], leak-rate-s)."""
 
 import pytest
 
@@ -17,6 +17,7 @@ SHAPES = {
     "LOCK.ACQUIRE": [("key", None), ("owner", None), ("lease-ms", None), ("n", "PERMITS"), ("reentrant", "REENTRANT"),
                      ("session", "SESSION"), ("timeout-ms", "WAIT")],
     "RL.CONCURRENCY": [("key", None), ("holder", None), ("lease-ms", None), ("limit", None), ("timeout-ms", "WAIT")],
+    "MCAPTCHA_CACHE.COUNT": [("counter-name", None), ("leak-rate-s", None)],
     "CL.THROTTLE": [("key", None), ("max_burst", None), ("count_per_period", None), ("period-s", None),
                     ("quantity", None)],
 }

@@ -6,7 +6,8 @@ The families and the key each makes:
   captcha       MCAPTCHA_CACHE.ADD_CAPTCHA name  -> mcap:captcha::{name}
   challenge     MCAPTCHA_CACHE.ADD_CHALLENGE     -> mcap:CHALLENGE:{name}:<challenge>
   gcra          RL.GCRA / CL.THROTTLE            -> a GCRA key
-  window        RL.WINDOW                        -> a sliding-window key
+  window        RL.WINDOW                        -> a sliding-window key (MCAPTCHA_CACHE.COUNT's
+                                                    counters are such keys, the key being the name)
   lock          LOCK.ACQUIRE                     -> a lock
   concurrency   RL.CONCURRENCY                   -> a concurrency limit
   string        SET                              -> a plain string
@@ -101,6 +102,7 @@ COMMANDS = [
     ("window", "key", "RL.WINDOW_HIT", lambda k: ["RL.WINDOW_HIT", k, 1000, 10, NOW, 1, 0]),
     ("window", "key", "RL.WINDOW_SET", lambda k: ["RL.WINDOW_SET", k, 1000, 10, NOW, 0]),
     ("window", "key", "RL.REFUND", lambda k: ["RL.REFUND", k, 1]),
+    ("window", "key", "MCAPTCHA_CACHE.COUNT", lambda k: ["MCAPTCHA_CACHE.COUNT", k, 1]),
     ("lock", "key", "LOCK.ACQUIRE", lambda k: ["LOCK.ACQUIRE", k, "o2", 10000]),
     ("lock", "key", "LOCK.ACQUIRE PERMITS WAIT", lambda k: ["LOCK.ACQUIRE", k, "o2", 10000, "PERMITS", 2,
                                                             "WAIT", 50]),

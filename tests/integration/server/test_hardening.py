@@ -21,7 +21,7 @@ A user for the application (every module command)::
         +MCAPTCHA_CACHE.ADD_CAPTCHA +MCAPTCHA_CACHE.ADD_VISITOR
         +MCAPTCHA_CACHE.DELETE_CAPTCHA +MCAPTCHA_CACHE.RENAME_CAPTCHA
         +MCAPTCHA_CACHE.ADD_CHALLENGE +MCAPTCHA_CACHE.GET_CHALLENGE
-        +MCAPTCHA_CACHE.DELETE_CHALLENGE
+        +MCAPTCHA_CACHE.DELETE_CHALLENGE +MCAPTCHA_CACHE.COUNT
         +CL.THROTTLE +RL.GCRA +RL.WINDOW +RL.REFUND +RL.MULTI
         +LOCK.ACQUIRE +LOCK.RELEASE +LOCK.EXTEND
         +MCAPTCHA_CACHE.VISIT_AT +MCAPTCHA_CACHE.CAPTCHA_SET
@@ -54,10 +54,12 @@ from mcap import (ADD_CAPTCHA, ADD_CHALLENGE, ADD_VISITOR, CAPTCHA_EXISTS, CAPTC
                   RENAME_CAPTCHA, VISIT_AT, cfg, chal, chkey, ckey)
 from servers import RawConnection, resp_encode, wait_replicas_synced
 
+COUNT = "MCAPTCHA_CACHE.COUNT"  # a leaky-bucket counter on the window type (rate-limit family)
+
 # ------------------------------------------------------------------ commands
 READ_CMDS = [GET, CAPTCHA_EXISTS, "RL.GCRA_PEEK", "RL.WINDOW_PEEK", "LOCK.INSPECT"]
 ALLOC_WRITERS = [ADD_CAPTCHA, ADD_VISITOR, RENAME_CAPTCHA, ADD_CHALLENGE, VISIT_AT, CAPTCHA_SET,
-                 CHALLENGE_SET, "CL.THROTTLE", "RL.GCRA", "RL.WINDOW", "RL.MULTI", "RL.GCRA_SET",
+                 CHALLENGE_SET, COUNT, "CL.THROTTLE", "RL.GCRA", "RL.WINDOW", "RL.MULTI", "RL.GCRA_SET",
                  "RL.WINDOW_HIT", "RL.WINDOW_SET", "LOCK.ACQUIRE", "LOCK.EXTEND", "LOCK.STATE"]
 FREEING_WRITERS = [DELETE_CAPTCHA, DELETE_CHALLENGE, GET_CHALLENGE, "RL.REFUND", "LOCK.RELEASE"]
 WRITE_CMDS = ALLOC_WRITERS + FREEING_WRITERS
@@ -67,12 +69,12 @@ ALL_CMDS = WRITE_CMDS + READ_CMDS
 ARITY = {
     ADD_CAPTCHA: 3, ADD_VISITOR: 2, GET: 2, CAPTCHA_EXISTS: 2, DELETE_CAPTCHA: 2,
     RENAME_CAPTCHA: 3, ADD_CHALLENGE: 3, GET_CHALLENGE: 3, DELETE_CHALLENGE: 3,
-    VISIT_AT: 3, CAPTCHA_SET: -8, CHALLENGE_SET: -4,
+    VISIT_AT: 3, CAPTCHA_SET: -8, CHALLENGE_SET: -4, COUNT: 3,
     "CL.THROTTLE": -5, "RL.GCRA": -4, "RL.GCRA_PEEK": -4, "RL.WINDOW": -4, "RL.WINDOW_PEEK": -4,
     "RL.REFUND": 3, "RL.MULTI": -7, "RL.GCRA_SET": 5, "RL.WINDOW_HIT": 7, "RL.WINDOW_SET": -6,
     "LOCK.ACQUIRE": -4, "LOCK.RELEASE": 3, "LOCK.EXTEND": 4, "LOCK.INSPECT": 2, "LOCK.STATE": -5,
 }
-assert sorted(ARITY) == sorted(ALL_CMDS) and len(ALL_CMDS) == 27
+assert sorted(ARITY) == sorted(ALL_CMDS) and len(ALL_CMDS) == 28
 
 READER_RULES = ["~*", "-@all"] + ["+" + c for c in READ_CMDS]
 WRITER_RULES = ["~*", "-@all"] + ["+" + c for c in ALL_CMDS]
@@ -213,6 +215,8 @@ def cases_for(cmd, n, now):
     if cmd == CHALLENGE_SET:
         return [C(cmd, [chkey(name, ch), 5, 600, "PXAT", now + 600000], free={0},
                   targets=[(chkey(name, ch), "challenge", False)])]
+    if cmd == COUNT:
+        return [C(cmd, [key, LONG // 1000], free={0}, targets=[(key, "window", False)])]
     if cmd == "CL.THROTTLE":
         return [C(cmd, [key, 5, 10, 3600, 1], free={0}, targets=[(key, "gcra", False)])]
     if cmd == "RL.GCRA":  # AT (explicit time) is in COMMAND DOCS, not in the README
