@@ -118,7 +118,8 @@ test: deps-test
 
 # The stateful model-based tests and the history checkers run bounded in make test;
 # here with MC_SOAK=1 (tests/integration/soak.py): many more examples, longer histories.
-SOAK_TESTS = $(wildcard tests/integration/*/test_*_model.py tests/integration/*/test_*_history.py)
+SOAK_TESTS = $(wildcard tests/integration/*/test_*_model.py tests/integration/*/test_*_history.py) \
+             tests/integration/server/test_digest_ttl.py tests/integration/server/test_churn_memory.py
 soak: deps-test
 	@$(MAKE) --no-print-directory $(MODULE)
 	MC_SOAK=1 $(SERVER_ENV) MCAPTCHA_MODULE=$(CURDIR)/$(MODULE) $(PYTHON) -m pytest -q -p no:cacheprovider $(SOAK_TESTS)
