@@ -158,6 +158,39 @@ static void check_captcha_value(const captcha *c) {
     }
 }
 
+/* An unreadable captcha or challenge holds exactly the bytes of the stored
+ * string, and only when they cannot be interpreted: encver 0, the original's
+ * JSON that captcha_parse_legacy / challenge_parse_legacy refuses; encver 1, the
+ * string after the marker (captcha: duration 0; challenge: difficulty 2^32).
+ * A readable value is never kept as bytes. */
+static void check_unreadable(int which, const char *legacy, size_t legacy_len, const uint8_t *stream, size_t len,
+                             int encver) {
+    RedisModuleIO io;
+    fio_reader(&io, stream, len);
+    int binary = which == 0 ? CAPTCHA_ENCVER_BINARY : CHALLENGE_ENCVER_BINARY;
+    int json = which == 0 ? CAPTCHA_ENCVER_LEGACY_JSON : CHALLENGE_ENCVER_LEGACY_JSON;
+    FUZZ_CHECK(encver == binary || encver == json);
+    if (encver == binary) /* the marker */
+        FUZZ_CHECK(RedisModule_LoadUnsigned(&io) == (which == 0 ? 0 : CHALLENGE_UNREADABLE_MARKER));
+    size_t blen = 0;
+    char *bytes = RedisModule_LoadStringBuffer(&io, &blen);
+    FUZZ_CHECK(bytes != NULL && !io.error);
+    FUZZ_CHECK(blen == legacy_len && memcmp(bytes, legacy, blen) == 0);
+    if (encver == json) {
+        char note[200];
+        if (which == 0) {
+            captcha *parsed = NULL;
+            uint32_t live = 0;
+            FUZZ_CHECK(captcha_parse_legacy(bytes, blen, &parsed, &live, note, sizeof(note)) != NULL);
+            FUZZ_CHECK(parsed == NULL);
+        } else {
+            challenge parsed = {0};
+            FUZZ_CHECK(challenge_parse_legacy(bytes, blen, &parsed, note, sizeof(note)) != NULL);
+        }
+    }
+    RedisModule_Free(bytes);
+}
+
 /* The checks ChallengeSet_RedisCommand (captcha_cmd.c) applies to the arguments
  * ChallengeAofRewrite emits: <key> <difficulty 0..2^32-1> <duration 1..2^32-1>. */
 static int challenge_set_accepts(RedisModuleString **argv, size_t argc, challenge *out) {
@@ -247,7 +280,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         FUZZ_CHECK(g_lock_loaded_calls == 0);
     }
 
-    if (which == 0) check_captcha_value(v);
+    if (which == 0) {
+        const captcha *c = v;
+        check_captcha_value(c);
+        if (c->legacy) check_unreadable(0, c->legacy, c->legacy_len, data + 2, size - 2, encver);
+    }
     if (which == T_GCRA) check_gcra_value(v);
     if (which == T_WINDOW) check_window_value(v);
     if (which == T_LOCK) check_lock_value(v);
@@ -256,6 +293,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
          * the loaders raise a stored 0 to 1; an unreadable value has neither. */
         const challenge *ch = v;
         FUZZ_CHECK(ch->legacy ? (ch->duration_s == 0 && ch->difficulty_factor == 0) : ch->duration_s >= 1);
+        if (ch->legacy) check_unreadable(1, ch->legacy, ch->legacy_len, data + 2, size - 2, encver);
     }
 
     RedisModuleDigest d1, d2;
@@ -385,8 +423,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         dig_free(&d2);
     }
 
+    /* An unreadable captcha (the original's bytes, docs/protocol.md "Upgrading
+     * in place") is never counted: ADD_VISITOR, VISIT_AT and GET answer
+     * ERR_UNREADABLE_CAPTCHA before touching its visits (captcha_cmd.c), so it
+     * stays exactly as loaded; only a readable one is given visits below. */
+    if (which == 0 && ((captcha *)v)->legacy) {
+        check_captcha_value(v);
+        digest_of(t->digest, v, &d2);
+        FUZZ_CHECK(dig_equal(&d1, &d2));
+        dig_free(&d2);
+    }
+
     /* The loaded captcha must keep working: a visit at and after its clock. */
-    if (which == 0) {
+    if (which == 0 && !((captcha *)v)->legacy) {
         captcha *c = v;
         uint64_t count = 0, t0 = c->visits.last_ms;
         uint64_t before = lb_count(&c->visits, t0);

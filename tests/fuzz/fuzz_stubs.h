@@ -174,8 +174,9 @@ struct RedisModuleIO {
     const RedisModuleString *key; /* GetKeyNameFromIO */
     int dbid;
     /* EmitAOF record */
-    RedisModuleString *aof_argv[2048];
-    size_t aof_argc;
+    RedisModuleString **aof_argv; /* grown by aof_push: a captcha may have up to
+                                   * CAPTCHA_MAX_LEVELS (2^20) levels, 2 arguments each */
+    size_t aof_argc, aof_cap;
     char aof_cmd[64];
     int aof_emits;
 };
@@ -188,7 +189,9 @@ static void fio_reader(RedisModuleIO *io, const uint8_t *data, size_t len) {
 
 static void fio_reset_aof(RedisModuleIO *io) {
     for (size_t i = 0; i < io->aof_argc; i++) stub_FreeString(NULL, io->aof_argv[i]);
-    io->aof_argc = 0;
+    free(io->aof_argv);
+    io->aof_argv = NULL;
+    io->aof_argc = io->aof_cap = 0;
     io->aof_emits = 0;
     io->aof_cmd[0] = '\0';
 }
@@ -329,7 +332,11 @@ static const RedisModuleString *stub_GetKeyNameFromIO(RedisModuleIO *io) { retur
 static int stub_GetDbIdFromIO(RedisModuleIO *io) { return io->dbid; }
 
 static void aof_push(RedisModuleIO *io, RedisModuleString *s) {
-    FUZZ_CHECK(io->aof_argc < sizeof(io->aof_argv) / sizeof(io->aof_argv[0]));
+    if (io->aof_argc == io->aof_cap) {
+        io->aof_cap = io->aof_cap ? io->aof_cap * 2 : 64;
+        io->aof_argv = realloc(io->aof_argv, io->aof_cap * sizeof(*io->aof_argv));
+        FUZZ_CHECK(io->aof_argv != NULL);
+    }
     io->aof_argv[io->aof_argc++] = s;
 }
 
