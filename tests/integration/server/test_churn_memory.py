@@ -2,10 +2,10 @@
 
 Keys of every family -- captchas with challenges, GCRA and window limits,
 COUNT counters, locks (held, released, deleted, with ended leases), semaphores,
-SESSION grants and concurrency limits -- are created and deleted three times;
-after FLUSHALL and MEMORY PURGE, used_memory must be back within 1 MB of where
-it was after the first round (the first round warms the allocator and Redis's
-own tables). Before the fixes a released or deleted lock kept a lease-timer
+SESSION grants and concurrency limits -- are created and deleted four times;
+after FLUSHALL and MEMORY PURGE, used_memory must be back within 1 MB: the
+lower of the last two rounds against the second (the first warms the allocator
+and the server's own tables). Before the fixes a released or deleted lock kept a lease-timer
 entry (~200 B) until its old lease would have ended, and a SESSION grant ~100 B
 for the life of its connection: about 10 MB per lock-type family at 50,000 keys.
 
@@ -56,11 +56,14 @@ def _round(r, rnd):
 def test_memory_back_after_churn_of_every_family(server):
     r = server.client()
     rounds = []
-    for rnd in range(3):
+    for rnd in range(4):
         _round(r, rnd)
         rounds.append(_used(r))
-    base = rounds[0]
     print("used_memory after each round:", rounds)
-    assert max(rounds[1:]) - base < 1024 * 1024, rounds
+    # The first round warms the allocator and the server's tables (Valkey 8's
+    # grow by ~2 MB once); allocators then keep a varying part of what was freed,
+    # so the lower of the last two rounds is compared with the second. A leak
+    # raises every later round (about 8 MB per round here before the fixes).
+    assert min(rounds[2:]) - rounds[1] < 1024 * 1024, rounds
     mem = r.info("mcaptcha_cache_locks")
     assert int(mem["mcaptcha_cache_waiters"]) == 0
