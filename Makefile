@@ -137,6 +137,27 @@ test-servers: servers $(MODULE)
 	@for s in $(SERVERS); do echo "== integration on $$s"; \
 	    $(MAKE) --no-print-directory integration SERVER=$$(sh scripts/fetch-server.sh $$s) || exit 1; done
 
+# The sources against Valkey's own valkeymodule.h (Debian forky's `valkey` source package,
+# unpacked into the server cache by fetch-server.sh --header): every module source through
+# src/compat/valkey/redismodule.h (made by scripts/valkey-compat.py, checked up to date),
+# linked, then loaded into Valkey 9.1 for a smoke test if `make servers` has cached it.
+VALKEY_H_DIR := $(BUILD)/valkey-header
+$(VALKEY_H_DIR)/%.o: src/%.c $(VALKEYMODULE_H)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -MMD -MP -Isrc -Isrc/compat/valkey -I$(dir $(VALKEYMODULE_H)) -c $< -o $@
+$(VALKEY_H_DIR)/$(MODULE): $(CORE_SRC:src/%.c=$(VALKEY_H_DIR)/%.o) $(GLUE_SRC:src/%.c=$(VALKEY_H_DIR)/%.o)
+	$(CC) -shared -Wl,-z,defs -o $@ $^ $(LDLIBS)
+.PHONY: valkey-header-check
+valkey-header-check:
+	@start=$$(date +%s); h=$$(sh scripts/fetch-server.sh --header valkey-9.1) && \
+	$(PYTHON) scripts/valkey-compat.py --check $$h && \
+	$(MAKE) --no-print-directory $(VALKEY_H_DIR)/$(MODULE) VALKEYMODULE_H=$$h && \
+	if srv=$$(sh scripts/fetch-server.sh --cached valkey-9.1); then \
+	    $(PYTHON) scripts/valkey-compat.py --smoke $$srv $(VALKEY_H_DIR)/$(MODULE); \
+	else echo "valkey-header-check: valkey-9.1 is not cached (make servers): smoke test skipped"; fi && \
+	echo "valkey-header-check: built against $$h in $$(($$(date +%s) - start)) s"
+-include $(wildcard $(VALKEY_H_DIR)/*/*.d)
+
 # libFuzzer targets (tests/fuzz/README.md), each run for FUZZ_SECONDS; CI uses 60.
 FUZZ_SECONDS ?= 600
 fuzz: deps-fuzz | $(REDISMODULE_H)

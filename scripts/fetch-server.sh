@@ -6,6 +6,12 @@
 #   valkey-9.1   Debian forky's `valkey` source package, built here
 #   redis-8.0    Debian forky's `redis` source package, built here
 #
+# fetch-server.sh --header NAME (valkey-9.1 or redis-8.0) only unpacks the
+# source package's module header (src/valkeymodule.h, src/redismodule.h) into
+# the cache and prints its path, without building the server (seconds, not
+# minutes; `make valkey-header-check` uses it). fetch-server.sh --cached NAME
+# prints the server's path only if it is already cached (exit 1 otherwise).
+#
 # Like fetch-redismodule-h.sh, it never touches the system's apt configuration:
 # a private sources list, lists and cache under the cache directory. apt checks
 # every download against the archive's signed index. Builds are offline (the
@@ -14,10 +20,22 @@
 # minutes each on 2 cores. The cache (default /var/cache/mcaptcha-servers,
 # MCAPTCHA_SERVER_CACHE to change) lives outside the clone and is reused.
 set -eu
-name=${1:?usage: fetch-server.sh valkey-8.0|valkey-9.1|redis-8.0}
+header='' cached=''
+case "${1:-}" in --header) header=1; shift ;; --cached) cached=1; shift ;; esac
+name=${1:?usage: fetch-server.sh [--header|--cached] valkey-8.0|valkey-9.1|redis-8.0}
 cache=${MCAPTCHA_SERVER_CACHE:-/var/cache/mcaptcha-servers}
 dir=$cache/$name
 bin=$dir/bin/server
+[ -n "$cached" ] && { [ -x "$bin" ] && echo "$bin"; exit $?; }
+if [ -n "$header" ]; then
+    case "$name" in
+        valkey-9.1) hdr=valkeymodule.h ;;
+        redis-8.0)  hdr=redismodule.h ;;
+        *) echo "fetch-server: no source package (so no header) for $name" >&2; exit 2 ;;
+    esac
+    bin=$dir/include/$hdr
+    [ -f "$bin" ] && { echo "$bin"; exit 0; }
+fi
 [ -x "$bin" ] && { echo "$bin"; exit 0; }
 
 case "$name" in
@@ -27,7 +45,7 @@ case "$name" in
     *) echo "fetch-server: unknown server $name" >&2; exit 2 ;;
 esac
 
-work=$dir/apt
+work=$dir/apt${header:+-header}
 rm -rf "$work"
 mkdir -p "$work/lists/partial" "$work/cache/archives/partial" "$work/parts" "$dir/bin"
 types=deb; [ "$kind" = source ] && types=deb-src
@@ -40,7 +58,7 @@ Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 SRC
 apt_opts="-o Dir::Etc::SourceList=/dev/null -o Dir::Etc::SourceParts=$work/parts -o Dir::State::Lists=$work/lists"
 apt_opts="$apt_opts -o Dir::Cache=$work/cache -o APT::Sandbox::User=root -q"
-log=$dir/fetch.log
+log=$dir/fetch${header:+-header}.log
 : > "$log"
 # shellcheck disable=SC2086
 apt-get $apt_opts update >>"$log" 2>&1 || { cat "$log" >&2; exit 1; }
@@ -56,6 +74,16 @@ else
     # shellcheck disable=SC2086
     (cd "$work" && apt-get $apt_opts source --download-only "$pkg" >>"$log" 2>&1) || { cat "$log" >&2; exit 1; }
     tarball=$(ls "$work"/"$pkg"_*.orig.tar.* | head -n 1)
+    if [ -n "$header" ]; then
+        mkdir -p "$dir/include"
+        tar -xaOf "$tarball" --wildcards "*/src/$hdr" > "$bin.tmp"
+        [ -s "$bin.tmp" ] || { echo "fetch-server: no src/$hdr in $(basename "$tarball")" >&2; exit 1; }
+        mv "$bin.tmp" "$bin"
+        rm -rf "$work"
+        echo "fetch-server: $hdr of $(basename "$tarball") (sha256 $(sha256sum "$bin" | cut -d' ' -f1))" >&2
+        echo "$bin"
+        exit 0
+    fi
     rm -rf "$dir/src"
     mkdir -p "$dir/src"
     tar -xaf "$tarball" -C "$dir/src" --strip-components=1
