@@ -166,14 +166,14 @@ static int lock_reply_fn(RedisModuleCtx *ctx, void *reply) {
     return reply_acquire(ctx, reply);
 }
 
-/* A waiter's wait ended unserved: LOCK.ACQUIRE answers [0, -1, -1] (README);
- * RL.CONCURRENCY its refusal with estimates read from the lock as it is. */
+/* A waiter's wait ended unserved: its refusal, with the estimates read from
+ * the lock as it is (LOCK.ACQUIRE: [0, -1, ms until the earliest lease ends, or
+ * -1 when nobody holds it]; RL.CONCURRENCY: its four-field refusal). */
 static void *lock_timed_out(RedisModuleCtx *ctx, RedisModuleString *keyname, void *reqp, uint64_t now_us) {
     lock_req *req = reqp;
     lock_stats.timeouts++;
     lock_reply *rep = RedisModule_Calloc(1, sizeof(*rep));
     *rep = (lock_reply){.token = -1, .ms = -1, .rl_style = req->rl_style};
-    if (!req->rl_style) return rep;
     RedisModuleKey *key;
     const lockv *l = NULL;
     if (lock_open(ctx, keyname, REDISMODULE_READ, &key) != 0) {

@@ -23,8 +23,8 @@ typedef struct lock_req {
  * wait_ms > 0, where blocking is possible). While clients wait on the key a
  * newcomer is not served before them (server/waitq.h): it queues with WAIT,
  * else it is refused. Replies in either shape: LOCK.ACQUIRE's [granted, token,
- * ms] (refused: [0, -1, ms until the earliest lease ends, -1 when nobody holds
- * it]; a WAIT that ran out: [0, -1, -1]) or, with rl_style, RL.CONCURRENCY's
+ * ms] (refused, a WAIT that ran out included: [0, -1, ms until the earliest
+ * lease ends, -1 when nobody holds it]) or, with rl_style, RL.CONCURRENCY's
  * [allowed, remaining, retry_after_ms, reset_after_ms] (refused, on every path:
  * retry_after_ms until the earliest lease ends, 0 when no slot is held;
  * reset_after_ms until every lease ends). */

@@ -43,7 +43,7 @@
 /* LOCK.ACQUIRE <key> <owner> <lease ms> [PERMITS <n>] [REENTRANT] [SESSION] [WAIT <timeout ms>]
  * Reply: [1, fencing token, lease ms] when granted; [0, -1, ms until the earliest
  * lease ends (-1 if unknown)] when not. With WAIT the caller blocks, first come
- * first served, until granted or the timeout (then [0, -1, -1]). SESSION is
+ * first served, until granted or the timeout (then refused as above). SESSION is
  * refused inside scripts (EVAL/FCALL); MULTI/EXEC keeps the caller's connection. */
 static int LockAcquire_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc < 4) return RedisModule_WrongArity(ctx);

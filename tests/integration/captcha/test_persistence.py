@@ -8,7 +8,6 @@ import os
 import random
 import re
 import struct
-import threading
 import time
 
 import pytest
@@ -393,22 +392,27 @@ def test_replica_mixed_workload_digests_match(servers):
     rng = random.Random(20240601)
     names = ["cap%d" % i for i in range(50)]
     ops = mixed_ops(rng, names, 12000)
+    rc = replica.client()
     results = []
     for i in range(0, len(ops), 1000):
-        stall = None
-        if i // 1000 in (3, 7):
-            # the replica applies this chunk ~0.3 s after the primary did: a
-            # command that re-read the clock there would store other times
-            stall = threading.Thread(target=replica.client().execute_command,
-                                     args=("DEBUG", "SLEEP", "0.3"))
-            stall.start()
-            time.sleep(0.05)
+        stall = i // 1000 in (3, 7)
+        if stall:
+            # the replica applies this chunk >= 0.3 s after the primary did: a
+            # command that re-read the clock there would store other times.
+            # CLIENT PAUSE WRITE holds the replica's link to its primary from
+            # the moment it answers (reads still answer) until CLIENT UNPAUSE.
+            assert rc.execute_command("CLIENT", "PAUSE", 60000, "WRITE")
+            held = rc.execute_command("DEBUG", "DIGEST")
+            p_before = r.execute_command("DEBUG", "DIGEST")
         p = r.pipeline(transaction=False)
         for op in ops[i:i + 1000]:
             p.execute_command(*op)
         results += p.execute(raise_on_error=False)
         if stall:
-            stall.join()
+            time.sleep(0.3)  # the delay itself: the replica's clock moves on meanwhile
+            assert r.execute_command("DEBUG", "DIGEST") != p_before, "the chunk changed nothing"
+            assert rc.execute_command("DEBUG", "DIGEST") == held, "the replica applied the chunk during the pause"
+            assert rc.execute_command("CLIENT", "UNPAUSE")
     ok = sum(1 for x in results if not isinstance(x, Exception))
     assert ok > len(ops) // 2, "most commands of the workload should succeed"
     wait_replicas_synced(primary, [replica])

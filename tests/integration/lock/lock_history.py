@@ -410,11 +410,9 @@ class Checker:
                 ok = isinstance(res, list) and len(res) == 3 and all(isinstance(x, int) for x in res)
                 if ok and res[0] == 1:
                     ok = res[1] > 0 and res[2] == o["lease"]
-                elif ok and res[0] == 0:
-                    if wait is not None:   # the WAIT ran out: [0, -1, -1]
-                        ok = res[1] == -1 and res[2] == -1
-                    else:                  # [0, -1, ms until the earliest lease ends | -1]
-                        ok = res[1] == -1 and res[2] >= -1
+                elif ok and res[0] == 0:   # refused, or its WAIT ran out:
+                    # [0, -1, ms until the earliest lease ends | -1 when nobody holds it]
+                    ok = res[1] == -1 and res[2] >= -1 and res[2] != 0
                 else:
                     ok = False
                 if not ok:

@@ -236,8 +236,8 @@ class LockMachine(RuleBasedStateMachine):
     @precondition(lambda self: any(self.queues.values()))
     @rule(data=st.data())
     def waiter_times_out(self, data):
-        """A waiter with a short WAIT behind a busy queue: answered [0, -1, -1]
-        once, holding nothing, and the queue is as before."""
+        """A waiter with a short WAIT behind a busy queue: refused once (with the
+        ms until the earliest lease ends), holding nothing; the queue as before."""
         key = data.draw(st.sampled_from(sorted(k for k, q in self.queues.items() if q)))
         db, name = key
         owner = self.fresh("t")
@@ -245,7 +245,7 @@ class LockMachine(RuleBasedStateMachine):
         try:
             rep = conn.send_command("LOCK.ACQUIRE", name, owner, LEASE, "PERMITS", self.queues[key][0].permits,
                                     "WAIT", 5) or read(conn)
-            assert rep == [0, -1, -1], rep
+            self.check_refusal(key, rep)
             STATS["timeouts"] += 1
         finally:
             conn.disconnect()

@@ -126,22 +126,28 @@ def raw_send(conn, *args):
 # ------------------------------------------------------------ 1. basics
 def test_acquire_busy_release(server, r):
     before = now_us(r)
+    lease = 60000  # outlives any slow machine: the refusal below cannot race its end
     t_g = time.time()
-    g = acquire(r, "L", "alice", 1000)
+    g = acquire(r, "L", "alice", lease)
     t_g_done = time.time()
     after = now_us(r)
-    assert g[0] == 1 and g[2] == 1000, g
+    assert g[0] == 1 and g[2] == lease, g
     # the clock in microseconds (of millisecond resolution on Redis 7.0), or up to
     # 10 s beyond it within 10 s of the server's start (the start margin, fencing.h)
     assert isinstance(g[1], int) and before - 1000 <= g[1] <= after + 10_000_000 + 1, (g, before, after)
-    # a second owner: [0, -1, ms until the lease ends]
-    time.sleep(0.1)
+    # a second owner, once the server shows 100 ms of the lease gone: [0, -1, ms
+    # until the lease ends], which counts down from what LOCK.INSPECT showed
+    def left_once_100ms_passed():
+        x = holders(r, "L")[b"alice"][0]
+        return x if x <= lease - 100 else None
+
+    left = wait_for(left_once_100ms_passed, 10, "100 ms of alice's lease to pass")
     t_b = time.time()
     busy = acquire(r, "L", "bob", 1000)
     t_b_done = time.time()
     assert busy[0] == 0 and busy[1] == -1, busy
-    lo, hi = 1000 - (t_b_done - t_g) * 1000 - 2, 1000 - (t_b - t_g_done) * 1000 + 2
-    assert lo <= busy[2] <= min(hi, 905), (busy, lo, hi)
+    lo, hi = lease - (t_b_done - t_g) * 1000 - 2, lease - (t_b - t_g_done) * 1000 + 2
+    assert lo <= busy[2] <= min(hi, left), (busy, lo, hi, left)
     # release by the owner: 0, and the lock is free for bob
     assert r.execute_command(REL, "L", "alice") == 0
     assert holders(r, "L") == {}
@@ -204,24 +210,38 @@ def test_release_and_extend_by_others_change_nothing(server, r):
 
 
 def test_extend_renews_the_lease(server, r):
-    assert acquire(r, "L", "alice", 300)[0] == 1
-    time.sleep(0.15)
-    left0 = holders(r, "L")[b"alice"][0]
-    assert left0 <= 150
-    tok = holders(r, "L")[b"alice"][1]
-    dig = digest_value(r, "L")
-    assert r.execute_command(EXT, "L", "alice", 2000) == 2000
-    left1, tok1, cnt = holders(r, "L")[b"alice"]
-    assert 1500 <= left1 <= 2000 and tok1 == tok and cnt == 1
-    assert digest_value(r, "L") != dig
-    # past the original lease the lock is still held
-    time.sleep(0.35)
+    # grant, look, extend, look in one MULTI: the 300 ms lease cannot end in between
+    t0 = time.time()
+    p = r.pipeline(transaction=True)
+    p.execute_command(ACQ, "L", "alice", 300)
+    p.execute_command(INS, "L")
+    p.execute_command("DEBUG", "DIGEST-VALUE", "L")
+    p.execute_command(EXT, "L", "alice", 10000)
+    p.execute_command(INS, "L")
+    g, ins0, dig, ext, ins1 = p.execute()
+    t1 = time.time()
+    assert g[0] == 1 and ext == 10000, (g, ext)
+    [(o0, left0, tok, cnt0)], [(o1, left1, tok1, cnt)] = ins0[3], ins1[3]
+    assert o0 == o1 == b"alice" and left0 <= 300 and cnt0 == 1, ins0
+    assert 10000 - (t1 - t0) * 1000 - 1 <= left1 <= 10000 and tok1 == tok and cnt == 1, ins1
+    assert digest_value(r, "L") != dig[0]
+    # past the original lease's end the lock is still held: the server counting
+    # the renewed lease down past 10000 - 300 ms means 300 ms went by since the
+    # extension, so the original end (<= 300 ms after the grant) has passed
+    wait_for(lambda: holders(r, "L").get(b"alice", (0,))[0] <= 10000 - 300 - 50, 10,
+             "the original lease's end to pass")
+    h = holders(r, "L")
+    assert list(h) == [b"alice"] and h[b"alice"][1:] == (tok, 1), h
     assert acquire(r, "L", "bob", 100)[0] == 0
     # shortening works as well: the lease ends lease-ms from now
-    assert r.execute_command(EXT, "L", "alice", 100) == 100
-    assert holders(r, "L")[b"alice"][0] <= 100
-    time.sleep(0.2)
-    assert holders(r, "L") == {}
+    t_s = time.time()
+    p = r.pipeline(transaction=True)
+    p.execute_command(EXT, "L", "alice", 100)
+    p.execute_command(INS, "L")
+    ext, ins2 = p.execute()
+    assert ext == 100 and [h[0] for h in ins2[3]] == [b"alice"] and 0 < ins2[3][0][1] <= 100, ins2
+    wait_for(lambda: holders(r, "L") == {}, 10, "the shortened lease to end")
+    assert time.time() >= t_s + 0.1 - 0.002, "the lease ended before the 100 ms it was given"
     assert acquire(r, "L", "bob", 100)[0] == 1
 
 
@@ -352,7 +372,7 @@ def test_waiter_times_out(server, r):
     w.start()
     rep = w.result()
     dt = w.t_done - w.t_sent
-    assert rep == [0, -1, -1]
+    assert rep[:2] == [0, -1] and 0 < rep[2] <= 5000, rep   # refused: ms until h's lease ends
     assert 0.19 <= dt < 2.0, dt
     st1 = lock_stats(server)
     assert st1["timeouts"] == st0["timeouts"] + 1
@@ -483,30 +503,45 @@ def test_session_holder_gone_no_waiters_lock_freed(server, r):
     assert acquire(r, "L", "other", 1000)[0] == 1
 
 
+def wait_client_gone(r, cid):
+    """Wait until CLIENT LIST no longer lists the connection `cid` (the server
+    has freed it, so its disconnect has been handled)."""
+    wait_for(lambda: cid not in {int(c["id"]) for c in r.client_list()}, 10,
+             "connection %d to close" % cid)
+
+
 def test_without_session_lock_outlives_connection(server, r):
     hc = RawConnection(server.host, server.port)
-    t0 = time.time()
-    assert hc.command(ACQ, "L", "holder", 700).startswith(b"*3\r\n:1")
-    w = Waiter(server, "L", "next", 1000, 4000)
+    cid = int(hc.command("CLIENT", "ID")[1:-2])
+    assert hc.command(ACQ, "L", "holder", 60000).startswith(b"*3\r\n:1")
+    w = Waiter(server, "L", "next", 1000, 10000)
     w.start()
+    wait_waiters(r, "L", 1)
     hc.close()
-    time.sleep(0.3)
+    wait_client_gone(r, cid)
     assert list(holders(r, "L")) == [b"holder"], "released when its (non-session) connection closed"
+    assert w.is_alive() and w.reply is None and waiters(r, "L") == 1
+    # its lease, shortened by its owner's name from another connection, is what frees it
+    t_e = time.time()
+    assert r.execute_command(EXT, "L", "holder", 200) == 200
     rep = w.result()
     assert rep[0] == 1
-    dt = w.t_done - t0
-    assert dt >= 0.69, "granted %.3fs after a 700 ms lease began" % dt
+    dt = w.t_done - t_e
+    assert dt >= 0.2 - 0.002, "granted %.3fs after a 200 ms lease began" % dt
 
 
 def test_session_ends_only_that_connections_hold(server, r):
     a = RawConnection(server.host, server.port)
+    aid = int(a.command("CLIENT", "ID")[1:-2])
     assert a.command(ACQ, "L", "o", 5000, "SESSION").startswith(b"*3\r\n:1")
     assert a.command(REL, "L", "o") == b":0\r\n"
     # the same owner name, taken again from another connection without SESSION
-    g = acquire(r, "L", "o", 5000)
+    g = acquire(r, "L", "o", 60000)
     assert g[0] == 1
     a.close()
-    time.sleep(0.3)
+    wait_client_gone(r, aid)
+    # closed sessions are released by a timer armed at the disconnect and due at
+    # once: it has run before any command sent after CLIENT LIST answered
     h = holders(r, "L")
     assert list(h) == [b"o"] and h[b"o"][1] == g[1], h
 
@@ -644,23 +679,32 @@ def test_reentrancy(server, r):
 
 # -------------------------------------------------------- 8. semaphores
 def test_semaphore_permits(server, r):
-    ga = acquire(r, "S", "a", 300, "PERMITS", 3)
-    gb = acquire(r, "S", "b", 3000, "PERMITS", 3)
-    gc = acquire(r, "S", "c", 3000, "PERMITS", 3)
+    # one MULTI: a's 300 ms lease cannot end before d's refusal
+    p = r.pipeline(transaction=True)
+    p.execute_command(ACQ, "S", "a", 300, "PERMITS", 3)
+    p.execute_command(ACQ, "S", "b", 30000, "PERMITS", 3)
+    p.execute_command(ACQ, "S", "c", 30000, "PERMITS", 3)
+    p.execute_command(INS, "S")
+    p.execute_command(ACQ, "S", "d", 1000, "PERMITS", 3)
+    ga, gb, gc, v, d = p.execute()
     assert [ga[0], gb[0], gc[0]] == [1, 1, 1]
     assert ga[1] < gb[1] < gc[1]
-    v = inspect(r, "S")
     assert v[0] == 3 and v[1] == gc[1] and len(v[3]) == 3
-    d = acquire(r, "S", "d", 1000, "PERMITS", 3)
     assert d[0] == 0 and d[1] == -1 and 0 < d[2] <= 300, "refused: ms until a's lease ends"
     # each permit has its own lease: a's ends alone
-    time.sleep(0.35)
+    wait_for(lambda: b"a" not in holders(r, "S"), 10, "a's lease to end")
     h = holders(r, "S")
     assert sorted(h) == [b"b", b"c"]
     # and its own extension
-    assert r.execute_command(EXT, "S", "c", 10000) == 10000
-    h = holders(r, "S")
-    assert h[b"c"][0] > 9000 and h[b"b"][0] < 3000
+    t0 = time.time()
+    p = r.pipeline(transaction=True)
+    p.execute_command(EXT, "S", "c", 60000)
+    p.execute_command(INS, "S")
+    ext, v = p.execute()
+    t1 = time.time()
+    assert ext == 60000
+    h = {x[0]: x[1] for x in v[3]}
+    assert 60000 - (t1 - t0) * 1000 - 1 <= h[b"c"] <= 60000 and h[b"b"] < 30000, h
     # d takes the freed permit; e waits and gets b's when b releases
     assert acquire(r, "S", "d", 3000, "PERMITS", 3)[0] == 1
     w = Waiter(server, "S", "e", 1000, 4000, "PERMITS", 3)

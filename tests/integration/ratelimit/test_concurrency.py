@@ -4,11 +4,14 @@ each slot freed by release or when its lease ends), on the lock machinery.
 Reply: [allowed, remaining, retry_after_ms, reset_after_ms]; the key is deleted
 once nobody holds it, so idle limits cost no memory."""
 
+import select
 import threading
 import time
 
 import pytest
 import redis
+
+from servers import RawConnection, resp_encode
 
 ACQ = "RL.CONCURRENCY"
 REL = "RL.CONCURRENCY_RELEASE"
@@ -78,13 +81,35 @@ def test_a_crashed_holder_cannot_keep_its_slot(server, r):
 
 
 def test_waiter_gets_the_slot_when_a_lease_ends(server, r):
-    r.execute_command(ACQ, "w", "a", 300, 1)
-    c2 = server.client()
-    t0 = time.time()
-    got = c2.execute_command(ACQ, "w", "b", 1000, 1, "WAIT", 3000)
-    waited = time.time() - t0
-    assert got[0] == 1
-    assert 0.2 < waited < 1.5
+    """The waiter is served when the holder's lease ends, with no release: never
+    while the server still shows that lease running, and once it has ended."""
+    wc = RawConnection(server.host, server.port, timeout=20)
+    try:
+        assert r.execute_command(ACQ, "w", "a", 300, 1)[0] == 1
+        wc.sock.sendall(resp_encode(ACQ, "w", "b", 1000, 1, "WAIT", 10000))
+        wait_for(lambda: waiters(r, "w") == 1, what="the waiter to queue")
+        seen_running = 0
+        while True:
+            # the reply is looked for before the server is asked: a reply that had
+            # come while LOCK.INSPECT then shows a's lease running was too early
+            answered = bool(select.select([wc.sock], [], [], 0)[0])
+            insp = r.execute_command("LOCK.INSPECT", "w")
+            owners = [] if insp is None else [h[0] for h in insp[3]]
+            if b"a" not in owners:
+                break
+            seen_running += 1
+            assert not answered, "the waiter was answered while a's lease still ran: %r" % (insp,)
+            assert owners == [b"a"] and insp[2] == 1, insp
+            time.sleep(0.005)
+        assert seen_running >= 1
+        # a's lease has ended (as the server shows it): the waiter is served
+        wc.sock.settimeout(20)
+        got = wc.read_reply()
+        assert got.startswith(b"*4\r\n:1\r\n"), got
+        insp = r.execute_command("LOCK.INSPECT", "w")
+        assert [h[0] for h in insp[3]] == [b"b"] and insp[2] == 0, insp
+    finally:
+        wc.close()
 
 
 def test_waiters_served_in_arrival_order(server, r):

@@ -470,40 +470,53 @@ def test_peeks_run_on_a_replica(primary_replica):
 
 # ===================================================================== RL.WINDOW
 def test_window_exact_sliding_window(r):
-    t0 = time.time()
-    replies = [r.execute_command("RL.WINDOW", "w", 5, 1000) for _ in range(6)]
-    t_last = time.time()
+    # every hit AT explicit times (a minute ahead, so the key outlives a slow
+    # machine): the window is read at exactly the times named, whatever the speed
+    base = now_ms() + 60000
+
+    def win(dt):
+        return r.execute_command("RL.WINDOW", "w", 5, 1000, "AT", base + dt)
+
+    replies = [win(0) for _ in range(6)]
     assert [x[0] for x in replies] == [1, 1, 1, 1, 1, 0]
     assert [x[1] for x in replies] == [4, 3, 2, 1, 0, 0]
     assert all(x[2] == -1 for x in replies[:5])
     refused = replies[5]
-    assert 0 < refused[2] <= 1000 + 1000 // 256 + 1, refused
+    # the hits leave one window (plus at most a slot, 1000 // 256 ms) after base
+    assert 1000 < refused[2] <= 1000 + 1000 // 256, refused
     assert r.type("w") == WINDOW_TYPE
     d = digest(r, "w")
-    assert r.execute_command("RL.WINDOW", "w", 5, 1000)[0] == 0
+    assert win(0)[0] == 0
     assert digest(r, "w") == d, "a refused hit was recorded"
-    # half-way: still full
-    time.sleep(max(0.0, t0 + 0.5 - time.time()))
-    got = r.execute_command("RL.WINDOW", "w", 5, 1000)
-    assert got[0] == 0 and 0 < got[2] <= 560, got
-    # after the window: the capacity is back
-    time.sleep(max(0.0, t_last + 1.0 + 1000 / 256.0 / 1000 + 0.05 - time.time()))
-    replies = [r.execute_command("RL.WINDOW", "w", 5, 1000) for _ in range(6)]
+    # half-way: still full, and the wait counts down with the time
+    got = win(500)
+    assert got[0] == 0 and got[2] == refused[2] - 500, (got, refused)
+    # 1 ms before the hits leave: still full (and nothing recorded)
+    got = win(refused[2] - 1)
+    assert got[0] == 0 and got[2] == 1, got
+    assert digest(r, "w") == d, "a refused hit was recorded"
+    # when they leave, the capacity is back
+    replies = [win(refused[2]) for _ in range(6)]
     assert [x[0] for x in replies] == [1, 1, 1, 1, 1, 0], replies
 
 
 def test_window_retry_after_is_what_it_takes(r):
-    r.execute_command("RL.WINDOW", "w", 2, 400)
-    time.sleep(0.15)
-    r.execute_command("RL.WINDOW", "w", 2, 400)
-    t = time.time()
-    got = r.execute_command("RL.WINDOW", "w", 2, 400)
-    # the first hit leaves ~250 ms from now
-    assert got[0] == 0 and 150 < got[2] <= 400 + 2, got
-    time.sleep(max(0.0, t + got[2] / 1000.0 - 0.1 - time.time()))
-    assert r.execute_command("RL.WINDOW_PEEK", "w", 2, 400)[0] == 0
-    time.sleep(max(0.0, t + got[2] / 1000.0 + 0.01 - time.time()))
-    again = r.execute_command("RL.WINDOW", "w", 2, 400)
+    # AT explicit times (a minute ahead): exact, however slow the machine
+    base = now_ms() + 60000
+
+    def win(dt):
+        return r.execute_command("RL.WINDOW", "w", 2, 400, "AT", base + dt)
+
+    assert win(0)[0] == 1
+    assert win(150)[0] == 1
+    got = win(150)
+    # the first hit leaves 250 ms from now (plus at most a slot, 400 // 256 ms)
+    assert got[0] == 0 and 250 < got[2] <= 250 + 400 // 256, got
+    d = digest(r, "w")
+    early = win(150 + got[2] - 1)
+    assert early[0] == 0 and early[2] == 1, early
+    assert digest(r, "w") == d, "a refused hit was recorded"
+    again = win(150 + got[2])
     assert again[0] == 1 and again[1] == 0, again
 
 
@@ -1221,8 +1234,9 @@ def test_internal_commands_valid_forms(r):
     slot = now // 3
     assert r.execute_command("RL.WINDOW_SET", "w2", 1000, 5, now, 2, slot - 10, 1, slot, 2) == b"OK"
     assert r.execute_command("RL.WINDOW_PEEK", "w2", 5, 1000, "COST", 0)[1] == 2
-    # an empty state is an empty (expired) key
-    assert r.execute_command("RL.WINDOW_SET", "w3", 1000, 5, now, 0) == b"OK"
+    # an empty state is an empty key: it expires at its last time (a second ago
+    # here: at `now` itself the key lives out that millisecond on a fast machine)
+    assert r.execute_command("RL.WINDOW_SET", "w3", 1000, 5, now - 1000, 0) == b"OK"
     assert not r.exists("w3")
 
 
