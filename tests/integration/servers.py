@@ -303,6 +303,20 @@ class RedisServer:
             time.sleep(0.02)
         raise AssertionError("AOF rewrite still running after %.0fs\n%s" % (timeout, self.log_tail()))
 
+    def save(self, timeout=30.0):
+        """SAVE, once no RDB child runs. A replica's full sync forks one (diskless:
+        after a delay), and SAVE refuses to run beside it: wait, and again if a
+        child started in between."""
+        deadline = time.time() + timeout
+        c = self.client()
+        while True:
+            self.wait_bgsave_done()
+            try:
+                return c.execute_command("SAVE")
+            except redis.ResponseError as e:
+                if "in progress" not in str(e) or time.time() > deadline:
+                    raise
+
     def wait_bgsave_done(self, timeout=20.0):
         deadline = time.time() + timeout
         while time.time() < deadline:

@@ -643,8 +643,7 @@ class RateLimitModel(RuleBasedStateMachine):
         """SAVE, kill -9, start again on that RDB (at most once per example)."""
         self.restarted = True
         before = self.snapshot(self.conns)
-        self.primary.wait_bgsave_done()   # a replica's full sync forks an RDB child; SAVE waits for none
-        assert self.conns[0].call("SAVE") == "OK"
+        assert self.primary.save()   # waits for a replica sync's RDB child first
         self.primary.restart(kill=True)
         type(self).connect()
         assert self.snapshot(self.conns) == before
