@@ -303,7 +303,7 @@ class RedisServer:
             time.sleep(0.02)
         raise AssertionError("AOF rewrite still running after %.0fs\n%s" % (timeout, self.log_tail()))
 
-    def save(self, timeout=30.0):
+    def save_now(self, timeout=30.0):
         """SAVE, once no RDB child runs. A replica's full sync forks one (diskless:
         after a delay), and SAVE refuses to run beside it: wait, and again if a
         child started in between."""

@@ -428,7 +428,7 @@ class LockMachine(RuleBasedStateMachine):
     def save_kill_restart(self):
         """SAVE, kill -9, start again on the same RDB: the same locks, and every
         token after the restart is larger than every token before it."""
-        assert self.primary.save()   # waits for a replica sync's RDB child first
+        assert self.primary.save_now()   # waits for a replica sync's RDB child first
         for c in self.clients.values():
             c.connection_pool.disconnect()
         self.primary.restart(kill=True)

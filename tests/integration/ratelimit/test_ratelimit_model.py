@@ -643,7 +643,7 @@ class RateLimitModel(RuleBasedStateMachine):
         """SAVE, kill -9, start again on that RDB (at most once per example)."""
         self.restarted = True
         before = self.snapshot(self.conns)
-        assert self.primary.save()   # waits for a replica sync's RDB child first
+        assert self.primary.save_now()   # waits for a replica sync's RDB child first
         self.primary.restart(kill=True)
         type(self).connect()
         assert self.snapshot(self.conns) == before
