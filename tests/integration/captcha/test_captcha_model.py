@@ -32,16 +32,15 @@ examples.
 """
 
 import json
-import socket
 from collections import namedtuple
 
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
-from servers import resp_encode, wait_replicas_synced
+from resp_conn import Conn, Err
+from servers import wait_replicas_synced
 from soak import model_settings
 
-Err = namedtuple("Err", "msg")
 WRONGTYPE = Err("WRONGTYPE Operation against a key holding the wrong kind of value")
 CAPTCHA_NOT_FOUND = Err("Captcha not found")          # bare: the protocol's exact bytes
 CHALLENGE_NOT_FOUND = Err("Challenge not found")
@@ -80,57 +79,8 @@ def dumps(x):
     return json.dumps(x, separators=(",", ":"))
 
 
-# ------------------------------------------------------------------ a RESP2 client
-class Conn:
-    """One plain connection (to one db), replies parsed exactly: errors keep
-    their code (or have none), as Err(text); bulk strings stay bytes."""
-
-    def __init__(self, server, db=0):
-        self.sock = socket.create_connection((server.host, server.port), timeout=20)
-        self.f = self.sock.makefile("rb")
-        if db:
-            assert self.call("SELECT", db) == "OK"
-
-    def close(self):
-        try:
-            self.f.close()
-            self.sock.close()
-        except OSError:
-            pass
-
-    def _read(self):
-        line = self.f.readline()
-        if not line.endswith(b"\r\n"):
-            raise ConnectionError("connection closed: %r" % line)
-        t, rest = line[:1], line[1:-2]
-        if t == b"+":
-            return rest.decode()
-        if t == b"-":
-            return Err(rest.decode())
-        if t == b":":
-            return int(rest)
-        if t == b"$":
-            n = int(rest)
-            return None if n < 0 else self.f.read(n + 2)[:-2]
-        if t == b"*":
-            n = int(rest)
-            return None if n < 0 else [self._read() for _ in range(n)]
-        raise ValueError("unexpected reply %r" % line)
-
-    def pipe(self, *cmds):
-        self.sock.sendall(b"".join(resp_encode(*c) for c in cmds))
-        return [self._read() for _ in cmds]
-
-    def call(self, *args):
-        return self.pipe(args)[0]
-
-    def timed(self, *args):
-        """(reply, t0_ms, t1_ms): the server's TIME just before and after, in ms."""
-        t0, reply, t1 = self.pipe(("TIME",), args, ("TIME",))
-        return reply, (int(t0[0]) * 1_000_000 + int(t0[1])) // 1000, (int(t1[0]) * 1_000_000 + int(t1[1])) // 1000
 
 
-# --------------------------------------------------------------------- the model
 Captcha = namedtuple("Captcha", "levels duration count")   # levels sorted by threshold
 
 
@@ -341,6 +291,7 @@ class CaptchaModel(RuleBasedStateMachine):
         args = (P + "ADD_CHALLENGE", name, text)
         k = chkey(name, ch)
         actual, t0, t1 = self.c.timed(*args)
+        t0, t1 = t0 // 1000, t1 // 1000   # ms
         if self.kind(k) not in (None, "challenge"):
             exp = WRONGTYPE
         elif self.kind(k) == "challenge":

@@ -34,17 +34,14 @@ Bounded in `make test` (tests/integration/soak.py); MC_SOAK=1 runs many more
 examples.
 """
 
-import socket
-from collections import namedtuple
-
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
 from cluster import key_slot
-from servers import resp_encode, wait_replicas_synced
+from resp_conn import Conn, Err
+from servers import wait_replicas_synced
 from soak import model_settings
 
-Err = namedtuple("Err", "msg")
 WRONGTYPE = Err("WRONGTYPE Operation against a key holding the wrong kind of value")
 ERR_WINDOW = Err("ERR the key holds a window of another length; use the same window or delete the key")
 ERR_NO_SUCH_KEY = Err("ERR no such key")
@@ -83,57 +80,8 @@ PEEK_GCRA = (5, 1000, None)
 TYPE_NAMES = {None: "none", "gcra": "mcap-gcra", "win": "mcap-wndw", "str": "string"}
 
 
-# ------------------------------------------------------------------ a RESP2 client
-class Conn:
-    """One plain connection (to one db), replies parsed exactly: errors keep
-    their code, as Err(text)."""
-
-    def __init__(self, server, db=0):
-        self.sock = socket.create_connection((server.host, server.port), timeout=20)
-        self.f = self.sock.makefile("rb")
-        if db:
-            assert self.call("SELECT", db) == "OK"
-
-    def close(self):
-        try:
-            self.f.close()
-            self.sock.close()
-        except OSError:
-            pass
-
-    def _read(self):
-        line = self.f.readline()
-        if not line.endswith(b"\r\n"):
-            raise ConnectionError("connection closed: %r" % line)
-        t, rest = line[:1], line[1:-2]
-        if t == b"+":
-            return rest.decode()
-        if t == b"-":
-            return Err(rest.decode())
-        if t == b":":
-            return int(rest)
-        if t == b"$":
-            n = int(rest)
-            return None if n < 0 else self.f.read(n + 2)[:-2]
-        if t == b"*":
-            n = int(rest)
-            return None if n < 0 else [self._read() for _ in range(n)]
-        raise ValueError("unexpected reply %r" % line)
-
-    def pipe(self, *cmds):
-        self.sock.sendall(b"".join(resp_encode(*c) for c in cmds))
-        return [self._read() for _ in cmds]
-
-    def call(self, *args):
-        return self.pipe(args)[0]
-
-    def timed(self, *args):
-        """(reply, t0_us, t1_us): the server's TIME just before and after."""
-        t0, reply, t1 = self.pipe(("TIME",), args, ("TIME",))
-        return reply, int(t0[0]) * 1_000_000 + int(t0[1]), int(t1[0]) * 1_000_000 + int(t1[1])
 
 
-# --------------------------------------------------------------------- the model
 def gcra_params(capacity, count, period_us):
     """gcra_params_init: (emission us, dvt us, limit)."""
     t = max(1, (period_us + count // 2) // count)
