@@ -5,6 +5,7 @@
 #   make test       install test dependencies (as root), build, run every test: unit (also
 #                   under valgrind), integration, integration against the ASan/UBSan build
 #   make install    copy the module to $(MODULEDIR)
+#   make deb        build $(BUILD)/deb/redis-mcaptcha-cache_<version>_<arch>.deb with dpkg-deb
 #   make bench      throughput, CPU and memory against native commands and Lua scripts
 #   make fuzz       run every libFuzzer target for FUZZ_SECONDS (default 600) seconds
 #   make mutants    apply each hand-written bug in tests/mutants/ and check that its tests fail
@@ -202,6 +203,12 @@ install: $(MODULE)
 	install -d $(DESTDIR)$(MODULEDIR)
 	install -m 0755 $(MODULE) $(DESTDIR)$(MODULEDIR)/$(MODULE)
 	@echo "Add to redis.conf:  loadmodule $(MODULEDIR)/$(MODULE)"
+
+# The Debian package (scripts/build-deb.sh, packaging/deb/): the module, a commented
+# loadmodule snippet, the docs; no maintainer scripts. Tested by tests/integration/server/test_deb.py.
+.PHONY: deb
+deb: $(MODULE)
+	@sh scripts/build-deb.sh $(MODULE) $(BUILD)/deb
 
 clean:
 	rm -rf $(BUILD)/*.o $(BUILD)/*.d $(BUILD)/core $(BUILD)/server $(BUILD)/captcha $(BUILD)/ratelimit \
