@@ -44,9 +44,9 @@ int legacy_type_register(RedisModuleCtx *ctx);
 int captcha_cmd_register(RedisModuleCtx *ctx);
 /* The `captcha` INFO section: commands' outcomes since the server started. */
 void captcha_info(RedisModuleInfoCtx *ctx);
-/* MCAPTCHA_CACHE.MODULE_LIST and the module-list-first option (module_list.c):
- * `first` is the MODULE-LIST-FIRST load argument. */
-int module_list_register(RedisModuleCtx *ctx, int first);
+/* MCAPTCHA_CACHE.MODULE_LIST and the module-list-first config (module_list.c;
+ * the config itself is server/config.c's, registered before). */
+int module_list_register(RedisModuleCtx *ctx);
 
 /* The text form of a captcha's state (captcha_type.c): the arguments after the
  * key of an MCAPTCHA_CACHE.CAPTCHA_SET that rebuilds it exactly. Free with

@@ -4,8 +4,9 @@
  * only at the FIRST entry of MODULE LIST (docs/protocol.md, "Module discovery").
  * The server lists modules in the order of its own hash table, so with any other
  * module loaded (Redis 8 bundles several; Valkey 9 lists its built-in `lua`) the
- * check fails at random. With the opt-in option `MODULE-LIST-FIRST yes` (load
- * argument) or `CONFIG SET mcaptcha_cache.module-list-first yes`, a command
+ * check fails at random. With the opt-in config module-list-first (the load
+ * argument `MODULE-LIST-FIRST yes`, a redis.conf line, or
+ * `CONFIG SET mcaptcha_cache.module-list-first yes`; server/config.h), a command
  * filter rewrites a client's `MODULE LIST` into MCAPTCHA_CACHE.MODULE_LIST, which
  * answers the server's own reply (in the client's protocol) with our entry
  * moved to the front. Off by default: a command filter sees every command. */
@@ -14,13 +15,13 @@
 
 #include "captcha/captcha_glue.h"
 #include "server/commands.h"
+#include "server/config.h"
 
 #define CMD_MODULE_LIST "MCAPTCHA_CACHE.MODULE_LIST"
 #define MODULE_LIST_NAME "mcaptcha_cache" /* the name RedisModule_Init registers */
 
-static RedisModuleCommandFilter *filter; /* registered while the option is on */
+static RedisModuleCommandFilter *filter; /* registered while the config is on */
 static RedisModuleCtx *filter_ctx;       /* detached: (un)registers it from CONFIG SET too */
-static int list_first;
 
 /* Whether filter argument `pos` is `word`, ignoring case. */
 static int filter_arg_is(RedisModuleCommandFilterCtx *f, int pos, const char *word) {
@@ -88,22 +89,7 @@ static int set_first(int on) {
         RedisModule_UnregisterCommandFilter(filter_ctx, filter);
         filter = NULL;
     }
-    list_first = on;
     return REDISMODULE_OK;
-}
-
-static int get_config(const char *name, void *privdata) {
-    (void)name;
-    (void)privdata;
-    return list_first;
-}
-
-static int set_config(const char *name, int val, void *privdata, RedisModuleString **err) {
-    (void)name;
-    (void)privdata;
-    if (set_first(val) == REDISMODULE_OK) return REDISMODULE_OK;
-    *err = RedisModule_CreateString(NULL, "could not register the command filter", 38);
-    return REDISMODULE_ERR;
 }
 
 static mc_cmdinfo module_list_cmdinfo[] = {
@@ -119,12 +105,10 @@ static const mc_command commands[] = {
     {CMD_MODULE_LIST, ModuleList_RedisCommand, "readonly fast", 0, 0, 0},
 };
 
-int module_list_register(RedisModuleCtx *ctx, int first) {
+int module_list_register(RedisModuleCtx *ctx) {
     filter_ctx = RedisModule_GetDetachedThreadSafeContext(ctx);
     if (mc_register_commands(ctx, commands, 1, module_list_cmdinfo) == REDISMODULE_ERR) return REDISMODULE_ERR;
-    if (RedisModule_RegisterBoolConfig(ctx, "module-list-first", first, REDISMODULE_CONFIG_DEFAULT, get_config,
-                                       set_config, NULL, NULL) == REDISMODULE_ERR)
-        return REDISMODULE_ERR;
-    if (set_first(first) == REDISMODULE_ERR) return REDISMODULE_ERR;
-    return RedisModule_LoadConfigs(ctx);
+    if (set_first(mc_config_module_list_first()) == REDISMODULE_ERR) return REDISMODULE_ERR;
+    mc_config_on_module_list_first(set_first); /* later CONFIG SETs */
+    return REDISMODULE_OK;
 }

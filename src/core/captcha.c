@@ -18,8 +18,17 @@
 #define MSG_U32(field) "invalid config: " field " must be an integer from 0 to 4294967295"
 #define MSG_DF_RANGE "invalid config: difficulty_factor must be an integer from 1 to 4294967295"
 #define MSG_DUR_RANGE "invalid config: duration must be an integer from 1 to 9223372036854775807 (seconds; above 4294967295 it is kept as 4294967295)"
-#define MSG_TOO_BIG "invalid config: the JSON is larger than 16384 bytes"
 #define MSG_NOMEM "out of memory"
+
+static captcha_limits limits = {CAPTCHA_MAX_CONFIG_BYTES, CHALLENGE_MAX_JSON_BYTES, CHALLENGE_MAX_STRING_BYTES};
+
+void captcha_set_limits(const captcha_limits *l) {
+    limits = *l;
+}
+
+captcha_limits captcha_get_limits(void) {
+    return limits;
+}
 
 /* Read obj[field] as an unsigned 32-bit integer into *v. Returns 0 on success. */
 static int get_u32(json_t *obj, const char *field, uint32_t *v) {
@@ -91,7 +100,10 @@ captcha_err captcha_new(uint32_t duration_s, const captcha_level *levels, uint32
 captcha_err captcha_parse_config(const char *json, size_t len, captcha **out, int *json_error,
                                  char *errbuf, size_t errbuf_len) {
     *json_error = 0;
-    if (len > CAPTCHA_MAX_CONFIG_BYTES) return MSG_TOO_BIG;
+    if (len > limits.max_config_bytes) {
+        snprintf(errbuf, errbuf_len, "invalid config: the JSON is larger than %zu bytes", limits.max_config_bytes);
+        return errbuf;
+    }
     const char *err = NULL;
     json_t *root = parse_json(json, len, json_error, errbuf, errbuf_len, &err);
     if (root == NULL) return err;
@@ -210,7 +222,11 @@ captcha_err challenge_parse(const char *json, size_t len, challenge *out, const 
                             size_t *str_len, void **holder, int *json_error, char *errbuf,
                             size_t errbuf_len) {
     *json_error = 0;
-    if (len > CHALLENGE_MAX_JSON_BYTES) return "invalid challenge: the JSON is larger than 4096 bytes";
+    if (len > limits.max_challenge_json_bytes) {
+        snprintf(errbuf, errbuf_len, "invalid challenge: the JSON is larger than %zu bytes",
+                 limits.max_challenge_json_bytes);
+        return errbuf;
+    }
     const char *err = NULL;
     json_t *root = parse_json(json, len, json_error, errbuf, errbuf_len, &err);
     if (root == NULL) return err;
@@ -222,8 +238,10 @@ captcha_err challenge_parse(const char *json, size_t len, challenge *out, const 
         err = "invalid challenge: difficulty must be an integer from 0 to 4294967295";
     } else if (get_u32(root, "duration", &dur) != 0 || dur == 0) {
         err = "invalid challenge: duration must be an integer from 1 to 4294967295";
-    } else if (json_string_length(js) > CHALLENGE_MAX_STRING_BYTES) {
-        err = "invalid challenge: the challenge string is longer than 512 bytes";
+    } else if (json_string_length(js) > limits.max_challenge_string_bytes) {
+        snprintf(errbuf, errbuf_len, "invalid challenge: the challenge string is longer than %zu bytes",
+                 limits.max_challenge_string_bytes);
+        err = errbuf;
     } else {
         out->difficulty_factor = df;
         out->duration_s = dur;

@@ -23,10 +23,24 @@
  * CAPTCHA_MAX_CONFIG_BYTES); this sanity bound (8 MiB of levels) only guards the
  * loaders and CAPTCHA_SET against absurd counts. */
 #define CAPTCHA_MAX_LEVELS (1u << 20)
-#define CAPTCHA_MAX_CONFIG_BYTES (16 * 1024)
 #define CAPTCHA_MAX_DURATION_S 4294967295ULL /* u32 seconds (~136 years) */
+/* The input limits' defaults (captcha_set_limits changes them). */
+#define CAPTCHA_MAX_CONFIG_BYTES (16 * 1024)
 #define CHALLENGE_MAX_JSON_BYTES 4096
 #define CHALLENGE_MAX_STRING_BYTES 512
+
+/* The limits on ADD_CAPTCHA's and ADD_CHALLENGE's input, process-wide (the
+ * module sets them from its configs, server/config.c; tests keep the defaults
+ * above). Only captcha_parse_config and challenge_parse read them: the loaders
+ * and the internal commands (replication, AOF) take what was accepted before. */
+typedef struct captcha_limits {
+    size_t max_config_bytes;           /* captcha_parse_config: the JSON, bytes */
+    size_t max_challenge_json_bytes;   /* challenge_parse: the JSON, bytes */
+    size_t max_challenge_string_bytes; /* challenge_parse: the challenge string, bytes */
+} captcha_limits;
+
+void captcha_set_limits(const captcha_limits *limits);
+captcha_limits captcha_get_limits(void);
 
 typedef struct captcha_level {
     uint32_t visitor_threshold; /* the level applies once the count passes this */
@@ -55,7 +69,8 @@ typedef const char *captcha_err;
 
 /* Parse and validate an ADD_CAPTCHA JSON config of `len` bytes:
  *   {"levels":[{"visitor_threshold":u32,"difficulty_factor":u32},...],"duration":u32}
- * Unknown fields are ignored; numbers must be JSON integers in range. On success
+ * Unknown fields are ignored; numbers must be JSON integers in range; at most
+ * max_config_bytes (captcha_limits) long. On success
  * *out is a new captcha with an empty count (free with captcha_free) and NULL is
  * returned. On failure *out is untouched and the reason is returned;
  * *json_error is set to 1 when the input is not JSON at all (else 0).

@@ -43,6 +43,7 @@ static int push_holder(lockv *l, const char *owner, size_t len, uint64_t expires
     h->expires_ms = expires;
     h->token = token;
     h->client_id = client_id;
+    h->granted_ms = 0;
     return 0;
 }
 
@@ -63,6 +64,7 @@ lockv *lock_dup(const lockv *l) {
             lock_free(d);
             return NULL;
         }
+        d->holders[i].granted_ms = h->granted_ms;
     }
     return d;
 }
@@ -103,6 +105,7 @@ lock_outcome lock_acquire(lockv *l, const char *owner, size_t len, uint64_t now_
     uint64_t t = l->last_token + 1 > token_floor ? l->last_token + 1 : token_floor;
     if (l->last_token >= LOCK_MAX_TOKEN || t > LOCK_MAX_TOKEN) return LOCK_EXHAUSTED;
     if (push_holder(l, owner, len, now_ms + lease_ms, 1, t, client_id) != 0) return LOCK_BUSY;
+    l->holders[l->nholders - 1].granted_ms = now_ms;
     l->last_token = t;
     *token = t;
     return LOCK_GRANTED;

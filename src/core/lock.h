@@ -31,6 +31,8 @@ typedef struct lock_holder {
     uint64_t expires_ms;  /* lease end, Unix ms */
     uint64_t token;       /* fencing token of this grant */
     uint64_t client_id;   /* session mode: the owner's connection; 0 = none (never persisted) */
+    uint64_t granted_ms;  /* when lock_acquire granted it, Unix ms; 0 = not known here (restored,
+                           * replicated); for the hold-time metric, never persisted */
 } lock_holder;
 
 typedef struct lockv {
@@ -60,8 +62,9 @@ uint32_t lock_expire(lockv *l, uint64_t now_ms);
 int lock_find(const lockv *l, const char *owner, size_t len);
 
 /* Acquire for `owner` at now_ms with a lease of lease_ms. A new grant's token is
- * max(last_token + 1, token_floor), stored in *token. The caller has dropped
- * ended leases first (lock_expire). */
+ * max(last_token + 1, token_floor), stored in *token, and its granted_ms is
+ * now_ms (a reentry keeps both). The caller has dropped ended leases first
+ * (lock_expire). */
 lock_outcome lock_acquire(lockv *l, const char *owner, size_t len, uint64_t now_ms, uint64_t lease_ms,
                           int reentrant, uint64_t client_id, uint64_t token_floor, uint64_t *token);
 

@@ -154,6 +154,7 @@ static int lock_try_serve(RedisModuleCtx *ctx, RedisModuleString *keyname, void 
     int done = try_acquire(ctx, key, keyname, req, now_us, rep);
     RedisModule_CloseKey(key);
     if (done) {
+        if (rep->granted) lock_note_wait(req->blocked_us, now_us);
         *reply = rep;
         return 1;
     }
@@ -230,10 +231,15 @@ int lock_acquire_flow(RedisModuleCtx *ctx, RedisModuleString *keyname, lock_req 
         *copy = req;
         copy->owner = RedisModule_Alloc(req.owner_len);
         memcpy(copy->owner, owner, req.owner_len);
+        copy->blocked_us = now_us;
         lock_stats.waits++;
         lock_stats.waiting++;
         waitq_block(ctx, &lock_wait_ops, keyname, copy, now_us / 1000, wait_ms, rep.ms > 0 ? (uint64_t)rep.ms : 0);
         return REDISMODULE_OK;
     }
     return reply_acquire(ctx, &rep);
+}
+
+long long lock_max_queue_length(void) {
+    return waitq_max_length(&lock_wait_ops);
 }

@@ -17,6 +17,7 @@ typedef struct lock_req {
     uint64_t permits;
     int reentrant;
     uint64_t client_id; /* SESSION: the requesting connection, else 0 */
+    uint64_t blocked_us; /* a waiter: when it was queued (Unix µs; the wait-time metric) */
 } lock_req;
 
 /* Answer an acquire at once, or block the client in the key's queue (WAIT
@@ -29,5 +30,8 @@ typedef struct lock_req {
  * retry_after_ms until the earliest lease ends, 0 when no slot is held;
  * reset_after_ms until every lease ends). */
 int lock_acquire_flow(RedisModuleCtx *ctx, RedisModuleString *keyname, lock_req *req, uint64_t wait_ms);
+
+/* The longest queue of lock and concurrency waiters on one key now (INFO). */
+long long lock_max_queue_length(void);
 
 #endif

@@ -3,6 +3,7 @@
 
 #include "core/lock.h"
 #include "server/clock.h"
+#include "server/config.h"
 
 static uint64_t token_floor_us; /* raised on promotion */
 static uint64_t max_token_seen; /* tokens issued or loaded here, each capped at the clock + margin when seen */
@@ -14,7 +15,7 @@ uint64_t fencing_floor(uint64_t now_us) {
 
 void fencing_saw(uint64_t t) {
     uint64_t now = mc_now_us();
-    uint64_t cap = (now > token_floor_us ? now : token_floor_us) + FENCING_MARGIN_US;
+    uint64_t cap = (now > token_floor_us ? now : token_floor_us) + mc_config_fencing_margin_us();
     /* The next token in sequence is always learnt: it is what this node just
      * issued from its floor (or a key's last + 1 right at it), and forgetting it
      * would let a key deleted now repeat it. Only jumps ahead are capped. */
@@ -23,5 +24,5 @@ void fencing_saw(uint64_t t) {
 }
 
 void fencing_promoted(uint64_t now_us) {
-    token_floor_us = now_us + FENCING_MARGIN_US;
+    token_floor_us = now_us + mc_config_fencing_margin_us();
 }

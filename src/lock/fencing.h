@@ -15,25 +15,26 @@
  *   - one above the highest token this process issued or loaded (the clock has
  *     millisecond resolution on Redis 7.0, so a key deleted and re-created within
  *     a millisecond would otherwise repeat a token) -- but what it learns is
- *     capped at max(the clock, the promotion floor) plus FENCING_MARGIN_US when
+ *     capped at max(the clock, the promotion floor) plus the margin when
  *     seen, unless it is the next in sequence (max seen + 1: what this node
  *     issues from its floor is always learnt in full). A token further ahead
  *     than that (a forged LOCK.STATE, a migrated counter, a primary whose clock is
  *     far off) raises its own key only: one key cannot push every key's tokens to
  *     LOCK_MAX_TOKEN. The floor therefore stays within the clock + twice the margin.
+ * The margin is the config fencing-margin-ms (server/config.h; default 10 s,
+ * clocks of two nodes may differ this much), read when it is used: a change
+ * applies to the next start or promotion and to later caps.
  * core/lock.h applies it. */
 #ifndef MC_LOCK_FENCING_H
 #define MC_LOCK_FENCING_H
 
 #include <stdint.h>
 
-#define FENCING_MARGIN_US (10ULL * 1000 * 1000) /* clocks of two nodes may differ this much */
-
 /* The smallest token a new grant may take at now_us (Unix microseconds). */
 uint64_t fencing_floor(uint64_t now_us);
 
 /* A token was issued, loaded or replicated here: later floors go above it, or
- * above the clock + FENCING_MARGIN_US when it is further ahead than that. */
+ * above the clock + the margin when it is further ahead than that. */
 void fencing_saw(uint64_t token);
 
 /* This node became a primary at now_us, or the process started: tokens start

@@ -102,8 +102,9 @@ static int release_hold(RedisModuleCtx *ctx, RedisModuleString **argv, int all) 
         int h = lock_find(l, owner, len);
         if (h >= 0) {
             if (all) l->holders[h].count = 1;
-            uint64_t client_id = l->holders[h].client_id;
+            uint64_t client_id = l->holders[h].client_id, granted_ms = l->holders[h].granted_ms;
             left = lock_release(l, owner, len);
+            if (left == 0) lock_note_hold(granted_ms, now_ms);
             if (left == 0 && client_id) session_drop(ctx, client_id, argv[1], owner, len);
             lock_commit(ctx, key, argv[1], l, now_ms);
         }
@@ -261,6 +262,33 @@ static const mc_command commands[] = {
     {"RL.CONCURRENCY", Concurrency_RedisCommand, "write deny-oom", 1, 1, 1},
     {"RL.CONCURRENCY_RELEASE", ConcurrencyRelease_RedisCommand, "write fast", 1, 1, 1},
 };
+
+/* ==== INFO ==== */
+
+void lock_info(RedisModuleInfoCtx *ctx) {
+    RedisModule_InfoAddSection(ctx, "locks");
+    RedisModule_InfoAddFieldLongLong(ctx, "grants", lock_stats.grants);
+    RedisModule_InfoAddFieldLongLong(ctx, "waits", lock_stats.waits);
+    RedisModule_InfoAddFieldLongLong(ctx, "timeouts", lock_stats.timeouts);
+    RedisModule_InfoAddFieldLongLong(ctx, "leases_expired_while_held", lock_stats.expired);
+    RedisModule_InfoAddFieldLongLong(ctx, "waiters", lock_stats.waiting);
+    RedisModule_InfoAddFieldLongLong(ctx, "max_queue_length", lock_max_queue_length());
+    const struct {
+        const char *name;
+        const histogram *h;
+    } hists[] = {{"wait", &lock_wait_hist}, {"hold", &lock_hold_hist}};
+    for (size_t i = 0; i < sizeof(hists) / sizeof(hists[0]); i++) {
+        char field[32];
+        snprintf(field, sizeof(field), "%s_samples", hists[i].name);
+        RedisModule_InfoAddFieldULongLong(ctx, field, hists[i].h->total);
+        snprintf(field, sizeof(field), "%s_ms_p50", hists[i].name);
+        RedisModule_InfoAddFieldULongLong(ctx, field, hist_percentile(hists[i].h, 500));
+        snprintf(field, sizeof(field), "%s_ms_p99", hists[i].name);
+        RedisModule_InfoAddFieldULongLong(ctx, field, hist_percentile(hists[i].h, 990));
+        snprintf(field, sizeof(field), "%s_ms_max", hists[i].name);
+        RedisModule_InfoAddFieldULongLong(ctx, field, hists[i].h->max);
+    }
+}
 
 int lock_cmd_register(RedisModuleCtx *ctx) {
     fencing_promoted(mc_now_us()); /* a start may follow an unpersisted promotion (fencing.h) */

@@ -28,6 +28,9 @@ extern RedisModuleType *LockType;
 int lock_type_register(RedisModuleCtx *ctx);
 /* The commands, their lease timers and sessions (lock_cmd.c). */
 int lock_cmd_register(RedisModuleCtx *ctx);
+/* The `locks` INFO section (lock_cmd.c): state.c's counters and latencies, the
+ * wait queues' lengths. */
+void lock_info(RedisModuleInfoCtx *ctx);
 
 /* COMMAND DOCS metadata of the family (lock_info.c). */
 extern mc_cmdinfo lock_cmdinfo[];

@@ -178,9 +178,11 @@ static void release_closed_sessions(RedisModuleCtx *ctx, void *data) {
                 const char *owner = RedisModule_StringPtrLen(s->owner, &olen);
                 int h = lock_find(l, owner, olen);
                 if (h >= 0 && l->holders[h].client_id == id) {
+                    uint64_t granted_ms = l->holders[h].granted_ms, until = l->holders[h].expires_ms;
                     l->holders[h].count = 1;
                     lock_release(l, owner, olen);
-                    lock_stats.expired += lock_expire(l, now_ms); /* ended leases count as in lock_expire_leases */
+                    lock_note_hold(granted_ms, until < now_ms ? until : now_ms); /* a lease ended first: its end */
+                    lock_drop_ended(l, now_ms); /* ended leases count as in lock_expire_leases */
                     lock_commit(ctx, key, s->key, l, now_ms);
                     waitq_kick(ctx, s->key);
                 }

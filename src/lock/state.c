@@ -7,6 +7,23 @@
 #include "server/waitq.h"
 
 lock_counters lock_stats;
+histogram lock_wait_hist, lock_hold_hist;
+
+void lock_note_wait(uint64_t blocked_us, uint64_t now_us) {
+    hist_record(&lock_wait_hist, now_us > blocked_us ? (now_us - blocked_us) / 1000 : 0);
+}
+
+void lock_note_hold(uint64_t granted_ms, uint64_t end_ms) {
+    if (granted_ms) hist_record(&lock_hold_hist, end_ms > granted_ms ? end_ms - granted_ms : 0);
+}
+
+uint32_t lock_drop_ended(lockv *l, uint64_t now_ms) {
+    for (uint32_t i = 0; i < l->nholders; i++)
+        if (l->holders[i].expires_ms <= now_ms) lock_note_hold(l->holders[i].granted_ms, l->holders[i].expires_ms);
+    uint32_t gone = lock_expire(l, now_ms);
+    lock_stats.expired += gone;
+    return gone;
+}
 
 int lock_open(RedisModuleCtx *ctx, RedisModuleString *keyname, int mode, RedisModuleKey **key) {
     return mc_open_typed(ctx, keyname, mode, LockType, key);
@@ -64,20 +81,11 @@ void lock_commit(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleString *ke
 uint32_t lock_expire_leases(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleString *keyname, uint64_t now_ms) {
     if (RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_EMPTY) return 0;
     lockv *l = RedisModule_ModuleTypeGetValue(key);
-    uint32_t gone = lock_expire(l, now_ms);
+    uint32_t gone = lock_drop_ended(l, now_ms);
     if (gone) {
-        lock_stats.expired += gone;
         lock_commit(ctx, key, keyname, l, now_ms);
         waitq_kick(ctx, keyname);
     }
     return gone;
 }
 
-void lock_info(RedisModuleInfoCtx *ctx) {
-    RedisModule_InfoAddSection(ctx, "locks");
-    RedisModule_InfoAddFieldLongLong(ctx, "grants", lock_stats.grants);
-    RedisModule_InfoAddFieldLongLong(ctx, "waits", lock_stats.waits);
-    RedisModule_InfoAddFieldLongLong(ctx, "timeouts", lock_stats.timeouts);
-    RedisModule_InfoAddFieldLongLong(ctx, "leases_expired_while_held", lock_stats.expired);
-    RedisModule_InfoAddFieldLongLong(ctx, "waiters", lock_stats.waiting);
-}

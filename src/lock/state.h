@@ -1,11 +1,13 @@
 /* state.h -- a lock key's value changed and made known: the one path by which
  * every lock-family write is committed (stored or deleted, replicated as an
- * exact state, its lease timer re-armed), and the family's INFO counters. */
+ * exact state, its lease timer re-armed), and the family's INFO counters and
+ * latency histograms (the section itself: lock_cmd.c's lock_info). */
 #ifndef MC_LOCK_STATE_H
 #define MC_LOCK_STATE_H
 
 #include <stdint.h>
 
+#include "core/histogram.h"
 #include "lock/lock_glue.h"
 
 /* INFO `locks` counters. */
@@ -13,6 +15,22 @@ typedef struct lock_counters {
     long long grants, waits, timeouts, expired, waiting;
 } lock_counters;
 extern lock_counters lock_stats;
+
+/* INFO `locks` latencies since the start (core/histogram.h, ms): how long waiters
+ * that were granted waited (from blocking to the grant), and how long grants made
+ * on this node were held (from the grant to the release, the lease end or the
+ * SESSION's disconnect; holders loaded or replicated here are not timed). */
+extern histogram lock_wait_hist, lock_hold_hist;
+
+/* A waiter blocked at blocked_us was granted at now_us. */
+void lock_note_wait(uint64_t blocked_us, uint64_t now_us);
+
+/* A holder granted at granted_ms (0: not known here, ignored) let go at end_ms. */
+void lock_note_hold(uint64_t granted_ms, uint64_t end_ms);
+
+/* lock_expire, counting the ended leases (lock_stats.expired) and their hold
+ * times (each until its lease end). Returns how many ended. */
+uint32_t lock_drop_ended(lockv *l, uint64_t now_ms);
 
 /* Open a lock key, checking its type. 0, or -1 when it holds another type. */
 int lock_open(RedisModuleCtx *ctx, RedisModuleString *keyname, int mode, RedisModuleKey **key);
@@ -32,8 +50,5 @@ void lock_commit(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleString *ke
 /* Drop the ended leases of the lock at `key` (open for writing), commit and
  * serve waiters when something ended. Returns how many ended. */
 uint32_t lock_expire_leases(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleString *keyname, uint64_t now_ms);
-
-/* The `locks` INFO section. */
-void lock_info(RedisModuleInfoCtx *ctx);
 
 #endif

@@ -3,7 +3,7 @@
 
 #include <stdio.h>
 
-static int open_to_clients; /* INTERNAL-COMMANDS yes */
+static int open_to_clients; /* internal-commands yes (server/config.c) */
 
 void mc_internal_set_open(int open) {
     open_to_clients = open != 0;

@@ -6,7 +6,8 @@
  * clock-reading commands. By default they run only from the replication stream
  * (the primary's link, MULTI/EXEC included) and while the server loads its AOF.
  * A client's call -- directly, in MULTI/EXEC or from a script -- is refused,
- * unless the module was loaded with `INTERNAL-COMMANDS yes` (for migrations that
+ * unless the config internal-commands is on (server/config.h: the load argument
+ * `INTERNAL-COMMANDS yes`, a redis.conf line or CONFIG SET; for migrations that
  * replay such commands). Every internal handler asks mc_internal_allowed_or_reply
  * first, before it reads any argument. */
 #ifndef MC_INTERNAL_H
@@ -15,14 +16,14 @@
 #include "redismodule.h"
 
 /* Open the internal commands to clients (1) or not (0, the default). Called
- * from OnLoad with the INTERNAL-COMMANDS load option. */
+ * by server/config.c with the internal-commands config. */
 void mc_internal_set_open(int open);
 
-/* Whether clients may call the internal commands (the load option). */
+/* Whether clients may call the internal commands (the config). */
 int mc_internal_open(void);
 
 /* 1 when the running internal command `name` may run here: it came from the
- * replication stream or the AOF, or the load option opened it to clients.
+ * replication stream or the AOF, or the config opened it to clients.
  * Otherwise reply "ERR <name> is internal ..." and return 0 (the caller returns
  * REDISMODULE_OK and changes nothing). */
 int mc_internal_allowed_or_reply(RedisModuleCtx *ctx, const char *name);

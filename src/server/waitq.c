@@ -90,6 +90,17 @@ long long waitq_total(void) {
     return total_waiting;
 }
 
+long long waitq_max_length(const waitq_ops *ops) {
+    long long max = 0;
+    if (total_waiting == 0) return 0;
+    RedisModuleDictIter *it = RedisModule_DictIteratorStartC(queues, "^", NULL, 0);
+    waitq *q;
+    while (RedisModule_DictNextC(it, NULL, (void **)&q))
+        if (q->head && q->head->ops == ops && q->length > max) max = q->length;
+    RedisModule_DictIteratorStop(it);
+    return max;
+}
+
 static void unlink_waiter(waiter *w) {
     waitq *q = w->q;
     if (w->prev) w->prev->next = w->next; else q->head = w->next;

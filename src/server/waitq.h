@@ -78,6 +78,10 @@ void waitq_kick_db(RedisModuleCtx *ctx, int db);
 /* Clients currently waiting, over all keys (INFO). */
 long long waitq_total(void);
 
+/* The longest queue of waiters served by `ops` (one family's), 0 when none
+ * (INFO; O(queues)). */
+long long waitq_max_length(const waitq_ops *ops);
+
 /* Blocking is possible here (not MULTI, Lua, AOF replay, the replication stream). */
 int waitq_can_block(RedisModuleCtx *ctx);
 

@@ -163,6 +163,44 @@ static void test_challenge_parse(void **state) {
         assert_non_null(challenge_parse(bad[i], strlen(bad[i]), &ch, &s, &sl, &holder, &je, eb, sizeof(eb)));
 }
 
+/* The limits are settable (the module's configs): smaller ones refuse what the
+ * defaults took, naming the new size; larger ones take what they refused. */
+static void test_settable_limits(void **state) {
+    (void)state;
+    captcha_limits def = captcha_get_limits();
+    assert_int_equal(def.max_config_bytes, CAPTCHA_MAX_CONFIG_BYTES);
+    assert_int_equal(def.max_challenge_json_bytes, CHALLENGE_MAX_JSON_BYTES);
+    assert_int_equal(def.max_challenge_string_bytes, CHALLENGE_MAX_STRING_BYTES);
+    const char *cfg = "{\"levels\":[{\"visitor_threshold\":0,\"difficulty_factor\":1}],\"duration\":1}";
+    const char *chj = "{\"difficulty\":1,\"duration\":1,\"challenge\":\"abcdef\"}";
+    captcha *c = NULL;
+    challenge ch;
+    const char *s;
+    size_t sl;
+    void *holder;
+    int je;
+    char eb[200];
+    captcha_limits small = {strlen(cfg) - 1, strlen(chj), 5};
+    captcha_set_limits(&small);
+    assert_string_equal(captcha_parse_config(cfg, strlen(cfg), &c, &je, eb, sizeof(eb)),
+                        "invalid config: the JSON is larger than 70 bytes");
+    assert_null(c);
+    assert_string_equal(challenge_parse(chj, strlen(chj), &ch, &s, &sl, &holder, &je, eb, sizeof(eb)),
+                        "invalid challenge: the challenge string is longer than 5 bytes");
+    small.max_challenge_json_bytes = strlen(chj) - 1;
+    small.max_challenge_string_bytes = 6;
+    captcha_set_limits(&small);
+    assert_string_equal(challenge_parse(chj, strlen(chj), &ch, &s, &sl, &holder, &je, eb, sizeof(eb)),
+                        "invalid challenge: the JSON is larger than 49 bytes");
+    small = (captcha_limits){strlen(cfg), strlen(chj), 6}; /* exactly at each limit: accepted */
+    captcha_set_limits(&small);
+    assert_null(captcha_parse_config(cfg, strlen(cfg), &c, &je, eb, sizeof(eb)));
+    captcha_free(c);
+    assert_null(challenge_parse(chj, strlen(chj), &ch, &s, &sl, &holder, &je, eb, sizeof(eb)));
+    challenge_json_release(holder);
+    captcha_set_limits(&def);
+}
+
 static void test_legacy_formats(void **state) {
     (void)state;
     const char *j = "{\"m\":{\"visitor_threshold\":7,\"defense\":{\"levels\":[{\"visitor_threshold\":50,"
@@ -249,6 +287,7 @@ int main(void) {
         cmocka_unit_test(test_config_rejections),
         cmocka_unit_test(test_config_limits),
         cmocka_unit_test(test_challenge_parse),
+        cmocka_unit_test(test_settable_limits),
         cmocka_unit_test(test_legacy_formats),
         cmocka_unit_test(test_legacy_normalised),
     };

@@ -57,8 +57,10 @@ static void test_reentrant_and_semaphore(void **state) {
     lockv *l = lock_new(3);
     uint64_t ta, ta2, t;
     assert_int_equal(acq(l, "a", NOW, 1000, 1, &ta), LOCK_GRANTED);
+    assert_int_equal(l->holders[0].granted_ms, NOW);
     assert_int_equal(acq(l, "a", NOW + 500, 1000, 1, &ta2), LOCK_REENTERED);
     assert_int_equal(ta2, ta);                             /* same grant, same token */
+    assert_int_equal(l->holders[0].granted_ms, NOW);       /* and the same grant time */
     assert_int_equal(l->holders[0].count, 2);
     assert_int_equal(l->holders[0].expires_ms, NOW + 1500); /* lease renewed */
     assert_int_equal(acq(l, "b", NOW, 1000, 0, &t), LOCK_GRANTED);
@@ -73,6 +75,7 @@ static void test_reentrant_and_semaphore(void **state) {
     assert_int_equal(d->nholders, 3);
     assert_int_equal(d->last_token, l->last_token);
     assert_ptr_not_equal(d->holders[0].owner, l->holders[0].owner);
+    for (uint32_t i = 0; i < 3; i++) assert_int_equal(d->holders[i].granted_ms, l->holders[i].granted_ms);
     lock_free(d);
     lock_free(l);
 }
@@ -96,6 +99,7 @@ static void test_restore_checks(void **state) {
     lockv *l = lock_new(2);
     l->last_token = 100;
     assert_int_equal(lock_restore_holder(l, "a", 1, NOW, 1, 50), 0);
+    assert_int_equal(l->holders[0].granted_ms, 0); /* not known: not persisted */
     assert_int_equal(lock_restore_holder(l, "a", 1, NOW, 1, 60), -1);   /* duplicate owner */
     assert_int_equal(lock_restore_holder(l, "b", 1, NOW, 0, 60), -1);   /* count 0 */
     assert_int_equal(lock_restore_holder(l, "b", 1, NOW, 1, 101), -1);  /* token above last */

@@ -112,6 +112,7 @@
 #define RedisModule_GetMyClusterID                      ValkeyModule_GetMyClusterID
 #define RedisModule_GetSelectedDb                       ValkeyModule_GetSelectedDb
 #define RedisModule_InfoAddFieldLongLong                ValkeyModule_InfoAddFieldLongLong
+#define RedisModule_InfoAddFieldULongLong               ValkeyModule_InfoAddFieldULongLong
 #define RedisModule_InfoAddSection                      ValkeyModule_InfoAddSection
 #define RedisModule_IsIOError                           ValkeyModule_IsIOError
 #define RedisModule_IsKeysPositionRequest               ValkeyModule_IsKeysPositionRequest
@@ -134,6 +135,7 @@
 #define RedisModule_RegisterBoolConfig                  ValkeyModule_RegisterBoolConfig
 #define RedisModule_RegisterCommandFilter               ValkeyModule_RegisterCommandFilter
 #define RedisModule_RegisterInfoFunc                    ValkeyModule_RegisterInfoFunc
+#define RedisModule_RegisterNumericConfig               ValkeyModule_RegisterNumericConfig
 #define RedisModule_Replicate                           ValkeyModule_Replicate
 #define RedisModule_ReplicateVerbatim                   ValkeyModule_ReplicateVerbatim
 #define RedisModule_ReplyWithArray                      ValkeyModule_ReplyWithArray
@@ -189,6 +191,7 @@
 #define REDISMODULE_CMD_KEY_UPDATE                      VALKEYMODULE_CMD_KEY_UPDATE
 #define REDISMODULE_COMMAND_INFO_VERSION                VALKEYMODULE_COMMAND_INFO_VERSION
 #define REDISMODULE_CONFIG_DEFAULT                      VALKEYMODULE_CONFIG_DEFAULT
+#define REDISMODULE_CONFIG_PROTECTED                    VALKEYMODULE_CONFIG_PROTECTED
 #define REDISMODULE_CTX_FLAGS_CLUSTER                   VALKEYMODULE_CTX_FLAGS_CLUSTER
 #define REDISMODULE_CTX_FLAGS_DENY_BLOCKING             VALKEYMODULE_CTX_FLAGS_DENY_BLOCKING
 #define REDISMODULE_CTX_FLAGS_LOADING                   VALKEYMODULE_CTX_FLAGS_LOADING
