@@ -1,0 +1,350 @@
+"""The asyncio classes, for ``redis.asyncio.Redis`` (and ``redis.asyncio.cluster.RedisCluster``).
+
+Same names, arguments, units, replies and exceptions as the sync classes; every method that
+talks to the server is a coroutine, and locks are ``async with`` context managers whose
+watchdog is an asyncio task::
+
+    from mcaptcha_cache.asyncio import Lock, RateLimiter
+    async with Lock(r, "orders:42", lease_ms=2000) as lock:
+        ... lock.token ...
+
+They are also importable from the package as ``AsyncLock``, ``AsyncSemaphore``,
+``AsyncRateLimiter``, ``AsyncSlidingWindowLimiter`` and ``AsyncCaptcha``.
+"""
+
+import asyncio
+import inspect as _inspect
+import time
+
+import redis.exceptions
+
+from . import captcha as _captcha
+from . import lock as _lock
+from . import ratelimit as _rl
+from ._common import (Decision, LockInfo, WaitBudget, check_wait_ms, is_cluster, parse_challenge,
+                      parse_grant, parse_visit, round_cap_ms, captcha_config_json, challenge_json)
+from .errors import LockError, LockLost, LockNotAcquired, LockNotOwned, WrongType, map_error
+from .ratelimit import rate_limited
+
+__all__ = ["Lock", "Semaphore", "RateLimiter", "SlidingWindowLimiter", "Captcha", "rate_limited"]
+
+_UNSET = object()
+
+
+class Lock(_lock._LockBase):
+    __doc__ = ("asyncio version of :class:`mcaptcha_cache.Lock` (``await lock.acquire()``, "
+               "``async with lock:``; the watchdog is an asyncio task, ``on_lost`` may be a "
+               "coroutine function).\n\n" + (_lock.Lock.__doc__ or ""))
+
+    _task = None
+
+    def __init__(self, client, name, lease_ms, wait_ms=None, session=False, *, auto_renew=True,
+                 renew_every_ms=None, on_lost=None, owner=None):
+        _lock._LockBase.__init__(self, client, name, lease_ms, wait_ms, session,
+                                 auto_renew=auto_renew, renew_every_ms=renew_every_ms,
+                                 on_lost=on_lost, owner=owner)
+
+    # ------------------------------------------------------------ session
+    def _acquire_client(self):
+        if self.session and not is_cluster(self.client) and hasattr(self.client, "client"):
+            self._session_client = self.client.client()
+            return self._session_client
+        return self.client
+
+    async def _drop_session_client(self):
+        c, self._session_client = self._session_client, None
+        if c is not None:
+            try:
+                await c.close(close_connection_pool=False)
+            except Exception:  # pragma: no cover
+                pass
+
+    # ------------------------------------------------------------ acquire
+    async def acquire(self, wait_ms=_UNSET):
+        """See :meth:`mcaptcha_cache.Lock.acquire`."""
+        if self._held:
+            raise LockError("%r is already held by this instance; release it first" % (self.name,))
+        wait = self.wait_ms if wait_ms is _UNSET else check_wait_ms(wait_ms)
+        await self._stop_watchdog()
+        self._lost = False
+        self._lost_reason = None
+        conn = self._acquire_client()
+        budget = WaitBudget(wait, round_cap_ms(conn))
+        while True:
+            rnd = budget.next_round_ms()
+            started = time.monotonic()
+            try:
+                reply = await conn.execute_command(*self._acquire_args(rnd))
+            except redis.exceptions.ResponseError as e:
+                await self._drop_session_client()
+                raise map_error(e) from e
+            except Exception:
+                try:
+                    await conn.execute_command("LOCK.RELEASE", self.name, self.owner)
+                except Exception:
+                    pass
+                await self._drop_session_client()
+                raise
+            granted, token, ms = parse_grant(reply)
+            if granted:
+                self.token = token
+                self._lease_deadline = started + ms / 1000.0
+                self._held = True
+                self._start_watchdog()
+                return True
+            if budget.expired():
+                await self._drop_session_client()
+                return False
+            if rnd > 0 and time.monotonic() - started < rnd / 2000.0:
+                await asyncio.sleep(0.01)
+
+    # ------------------------------------------------------------ release
+    async def release(self):
+        """See :meth:`mcaptcha_cache.Lock.release` (the watchdog task is awaited, not
+        cancelled, before the release is sent)."""
+        await self._stop_watchdog()
+        if not self._held:
+            await self._drop_session_client()
+            if self._lost:
+                raise LockLost("lock %r was lost while held: %s" % (self.name, self._lost_reason))
+            raise LockNotOwned("lock %r is not held by this instance" % (self.name,))
+        conn = self._session_client or self.client
+        try:
+            await conn.execute_command("LOCK.RELEASE", self.name, self.owner)
+        except redis.exceptions.ResponseError as e:
+            err = map_error(e)
+            if isinstance(err, (LockNotOwned, WrongType)):
+                await self._mark_lost("the server answered the release: %s" % (err,))
+                await self._drop_session_client()
+                raise LockLost("lock %r was lost while held: %s" % (self.name, self._lost_reason),
+                               reply=err.reply) from e
+            raise err from e
+        self._held = False
+        await self._drop_session_client()
+
+    async def extend(self, ms=None):
+        """See :meth:`mcaptcha_cache.Lock.extend`."""
+        ms = self.lease_ms if ms is None else _lock.check_ms("ms", ms)
+        if not self._held:
+            if self._lost:
+                raise LockLost("lock %r was lost while held: %s" % (self.name, self._lost_reason))
+            raise LockNotOwned("lock %r is not held by this instance" % (self.name,))
+        sent = time.monotonic()
+        try:
+            lease = int(await self.client.execute_command("LOCK.EXTEND", self.name, self.owner, ms))
+        except redis.exceptions.ResponseError as e:
+            err = map_error(e)
+            if isinstance(err, (LockNotOwned, WrongType)):
+                await self._mark_lost("the server refused the extension: %s" % (err,))
+                raise LockLost("lock %r was lost while held: %s" % (self.name, self._lost_reason),
+                               reply=err.reply) from e
+            raise err from e
+        self._lease_deadline = sent + lease / 1000.0
+        return lease
+
+    # ------------------------------------------------------------ queries
+    async def inspect(self):
+        """See :meth:`mcaptcha_cache.Lock.inspect`."""
+        try:
+            return LockInfo.from_reply(await self.client.execute_command("LOCK.INSPECT", self.name))
+        except redis.exceptions.ResponseError as e:
+            raise map_error(e) from e
+
+    async def owned(self):
+        """See :meth:`mcaptcha_cache.Lock.owned`."""
+        info = await self.inspect()
+        mine = info is not None and any(h.owner == self.owner for h in info.holders)
+        if self._held and not mine:
+            await self._mark_lost("LOCK.INSPECT does not list this owner")
+        return mine
+
+    async def locked(self):
+        """See :meth:`mcaptcha_cache.Lock.locked`."""
+        info = await self.inspect()
+        return info is not None and bool(info.holders)
+
+    # --------------------------------------------------- context manager
+    async def __aenter__(self):
+        if not await self.acquire():
+            raise LockNotAcquired("could not acquire %r within %s ms" % (self.name, self.wait_ms))
+        return self
+
+    async def __aexit__(self, exc_type, exc, tb):
+        await self.release()
+        return False
+
+    def __enter__(self):
+        raise TypeError("use 'async with' with mcaptcha_cache.asyncio locks")
+
+    def __exit__(self, *a):  # pragma: no cover
+        return False
+
+    # ----------------------------------------------------------- watchdog
+    async def _mark_lost(self, reason):
+        if not self._held:
+            return
+        self._held = False
+        self._lost = True
+        self._lost_reason = reason
+        if self._stop is not None:
+            self._stop.set()
+        _lock.log.warning("lock %r (owner %s, token %s) lost: %s", self.name, self.owner,
+                          self.token, reason)
+        if self.on_lost is not None:
+            try:
+                r = self.on_lost(self)
+                if _inspect.isawaitable(r):
+                    await r
+            except Exception:
+                _lock.log.exception("on_lost callback of lock %r failed", self.name)
+
+    def _start_watchdog(self):
+        if not self.auto_renew:
+            return
+        self._stop = asyncio.Event()
+        self._task = asyncio.get_running_loop().create_task(self._watchdog(self._stop))
+
+    async def _stop_watchdog(self):
+        stop, task = self._stop, self._task
+        if stop is not None:
+            stop.set()
+        if task is not None and task is not asyncio.current_task():
+            await task  # an EXTEND in flight finishes before anything else is sent
+        self._stop = self._task = None
+
+    async def _watchdog(self, stop):
+        interval = self.renew_every_ms / 1000.0
+        while True:
+            try:
+                await asyncio.wait_for(stop.wait(), interval)
+                return
+            except asyncio.TimeoutError:
+                pass
+            if not self._held:
+                return
+            sent = time.monotonic()
+            try:
+                lease = await self.client.execute_command("LOCK.EXTEND", self.name, self.owner,
+                                                          self.lease_ms)
+            except redis.exceptions.ResponseError as e:
+                err = map_error(e)
+                if isinstance(err, (LockNotOwned, WrongType)):
+                    await self._mark_lost("renewal refused: %s" % (err,))
+                    return
+                if time.monotonic() >= self._lease_deadline:
+                    await self._mark_lost("renewals failed until the lease ended: %s" % (err,))
+                    return
+                continue
+            except Exception as e:
+                if time.monotonic() >= self._lease_deadline:
+                    await self._mark_lost("renewals failed until the lease ended: %r" % (e,))
+                    return
+                continue
+            self._lease_deadline = sent + int(lease) / 1000.0
+
+
+class Semaphore(Lock):
+    __doc__ = ("asyncio version of :class:`mcaptcha_cache.Semaphore`.\n\n"
+               + (_lock.Semaphore.__doc__ or ""))
+
+    def __init__(self, client, name, permits, lease_ms, wait_ms=None, session=False, **kw):
+        _lock._LockBase.__init__(self, client, name, lease_ms, wait_ms, session,
+                                 _permits=_lock.check_permits(permits), **kw)
+
+
+# ------------------------------------------------------------------ limiters
+class _AsyncLimiterMixin:
+    is_async = True
+
+    async def _call(self, args):
+        try:
+            return Decision.from_reply(await self.client.execute_command(*args))
+        except redis.exceptions.ResponseError as e:
+            raise map_error(e) from e
+
+    async def acquire(self, cost=1, wait_ms=0):
+        """See :meth:`mcaptcha_cache.RateLimiter.acquire`."""
+        _rl._check_units("cost", cost)
+        budget = WaitBudget(check_wait_ms(wait_ms), round_cap_ms(self.client))
+        while True:
+            rnd = budget.next_round_ms()
+            started = time.monotonic()
+            d = await self._call(self._take_args(cost, rnd))
+            if d.allowed or d.retry_after_ms < 0 or budget.expired():
+                return d
+            if rnd > 0 and time.monotonic() - started < rnd / 2000.0:
+                await asyncio.sleep(0.01)
+
+    async def peek(self, cost=1):
+        """See :meth:`mcaptcha_cache.RateLimiter.peek`."""
+        _rl._check_units("cost", cost)
+        return await self._call(self._peek_args(cost))
+
+    async def refund(self, units):
+        """See :meth:`mcaptcha_cache.RateLimiter.refund`."""
+        try:
+            return int(await self.client.execute_command("RL.REFUND", self.key, units))
+        except redis.exceptions.ResponseError as e:
+            raise map_error(e) from e
+
+
+class RateLimiter(_AsyncLimiterMixin, _rl.RateLimiter):
+    __doc__ = "asyncio version of :class:`mcaptcha_cache.RateLimiter`.\n\n" + (
+        _rl.RateLimiter.__doc__ or "")
+
+
+class SlidingWindowLimiter(_AsyncLimiterMixin, _rl.SlidingWindowLimiter):
+    __doc__ = "asyncio version of :class:`mcaptcha_cache.SlidingWindowLimiter`.\n\n" + (
+        _rl.SlidingWindowLimiter.__doc__ or "")
+
+
+# ------------------------------------------------------------------- captcha
+class Captcha(_captcha.Captcha):
+    __doc__ = "asyncio version of :class:`mcaptcha_cache.Captcha`.\n\n" + (
+        _captcha.Captcha.__doc__ or "")
+
+    async def _cmd(self, *args):
+        try:
+            return await self.client.execute_command(*args)
+        except redis.exceptions.ResponseError as e:
+            raise map_error(e) from e
+
+    async def add(self, levels, duration_s=30):
+        await self._cmd("MCAPTCHA_CACHE.ADD_CAPTCHA", self.name,
+                        captcha_config_json(levels, duration_s))
+
+    async def visit(self):
+        return parse_visit(await self._cmd("MCAPTCHA_CACHE.ADD_VISITOR", self.name))[0]
+
+    async def visit_info(self):
+        return parse_visit(await self._cmd("MCAPTCHA_CACHE.ADD_VISITOR", self.name))
+
+    async def count(self):
+        return int(await self._cmd("MCAPTCHA_CACHE.GET", self.name))
+
+    async def exists(self):
+        return int(await self._cmd("MCAPTCHA_CACHE.CAPTCHA_EXISTS", self.name)) == 0
+
+    async def delete(self):
+        await self._cmd("MCAPTCHA_CACHE.DELETE_CAPTCHA", self.name)
+
+    async def rename(self, new_name):
+        await self._cmd("MCAPTCHA_CACHE.RENAME_CAPTCHA", self.name, new_name)
+        return type(self)(self.client, new_name)
+
+    async def add_challenge(self, challenge, difficulty, duration_s):
+        await self._cmd("MCAPTCHA_CACHE.ADD_CHALLENGE", self.name,
+                        challenge_json(challenge, difficulty, duration_s))
+
+    async def get_challenge(self, challenge):
+        return parse_challenge(await self._cmd("MCAPTCHA_CACHE.GET_CHALLENGE", self.name,
+                                               challenge))
+
+    async def delete_challenge(self, challenge):
+        await self._cmd("MCAPTCHA_CACHE.DELETE_CHALLENGE", self.name, challenge)
+
+
+for _name in ("add", "visit", "visit_info", "count", "exists", "delete", "rename", "add_challenge",
+              "get_challenge", "delete_challenge"):
+    getattr(Captcha, _name).__doc__ = getattr(_captcha.Captcha, _name).__doc__
+del _name

@@ -1,0 +1,365 @@
+"""Leased locks and semaphores on ``LOCK.ACQUIRE`` / ``LOCK.RELEASE`` / ``LOCK.EXTEND`` /
+``LOCK.INSPECT`` (sync; the asyncio classes are in :mod:`mcaptcha_cache.asyncio`).
+
+All times are **milliseconds**.
+"""
+
+import logging
+import threading
+import time
+import uuid
+
+import redis.exceptions
+
+from ._common import (LockInfo, WaitBudget, check_ms, check_wait_ms, default_renew_ms, is_cluster,
+                      parse_grant, round_cap_ms, to_str, wait_args)
+from .errors import LockError, LockLost, LockNotAcquired, LockNotOwned, WrongType, map_error
+
+__all__ = ["Lock", "Semaphore"]
+
+log = logging.getLogger("mcaptcha_cache")
+
+_UNSET = object()
+
+
+class _LockBase:
+    """State, arguments and queries shared by the sync and asyncio locks."""
+
+    def __init__(self, client, name, lease_ms, wait_ms=None, session=False, *, auto_renew=True,
+                 renew_every_ms=None, on_lost=None, owner=None, _permits=None):
+        self.client = client
+        self.name = name
+        self.lease_ms = check_ms("lease_ms", lease_ms)
+        self.wait_ms = check_wait_ms(wait_ms)
+        self.session = bool(session)
+        self.auto_renew = bool(auto_renew)
+        self.renew_every_ms = (default_renew_ms(self.lease_ms, renew_every_ms) if auto_renew
+                               else None)
+        self.on_lost = on_lost
+        self.owner = to_str(owner) if owner is not None else uuid.uuid4().hex
+        self.token = None
+        self._permits = _permits  # None: a mutex (no PERMITS argument)
+        self._held = False
+        self._lost = False
+        self._lost_reason = None
+        self._state = threading.Lock()
+        self._stop = None
+        self._session_client = None
+        self._lease_deadline = 0.0
+
+    # ------------------------------------------------------------------ state
+    @property
+    def held(self):
+        """True from a grant until ``release()``, or until the lock is found lost."""
+        return self._held
+
+    @property
+    def lost(self):
+        """True once a lock this instance held was found lost (until the next acquire)."""
+        return self._lost
+
+    @property
+    def lost_reason(self):
+        """Why the lock was found lost (str), or None."""
+        return self._lost_reason
+
+    def __repr__(self):
+        return "<%s %r owner=%s held=%s lost=%s token=%s>" % (
+            type(self).__name__, self.name, self.owner, self._held, self._lost, self.token)
+
+    @property
+    def permits(self):
+        """The semaphore's size (1 for a lock)."""
+        return 1 if self._permits is None else self._permits
+
+    # --------------------------------------------------------------- acquire
+    def _acquire_args(self, wait):
+        args = ["LOCK.ACQUIRE", self.name, self.owner, self.lease_ms]
+        if self._permits is not None:
+            args += ["PERMITS", self._permits]
+        if self.session:
+            args.append("SESSION")
+        args += wait_args(wait)
+        return args
+
+
+class Lock(_LockBase):
+    """A leased mutex held on the server, with fencing tokens and a renewing watchdog.
+
+    ``Lock(client, name, lease_ms, wait_ms=None, session=False)``
+
+    - ``client``: a ``redis.Redis`` or ``redis.cluster.RedisCluster`` (replies as bytes or str).
+    - ``name``: the lock's key (in Redis Cluster the lock lives in that key's slot).
+    - ``lease_ms``: the lease, in milliseconds. While the lock is held a watchdog thread renews
+      it (``LOCK.EXTEND name owner lease_ms``) every ``renew_every_ms`` (default ``lease_ms // 3``),
+      so a live holder keeps it however long its work takes, and a crashed one loses it at most
+      ``lease_ms`` after its last renewal.
+    - ``wait_ms``: how long ``acquire()`` (and ``with``) waits for a lock someone else holds:
+      ``None`` (default) waits indefinitely, ``0`` tries once, ``N`` waits up to N ms. The wait
+      happens **on the server** (``LOCK.ACQUIRE … WAIT``): the client blocks, queued first come
+      first served, and is answered as soon as the lock is its; nothing polls. A wait longer
+      than the client's ``socket_timeout`` is split into rounds that each end before it
+      (``socket_timeout`` minus 20%, at least 100 ms); between two rounds the waiter re-queues
+      at the tail. Give the client ``socket_timeout=None`` (redis-py's default) to wait in one
+      round.
+    - ``session``: ``LOCK.ACQUIRE … SESSION``: the server also releases the lock when the
+      connection that acquired it closes (process exit, network loss). With ``redis.Redis`` the
+      lock acquires and releases on a connection of its own (``client.client()``) for as long
+      as it holds the lock; with ``RedisCluster`` it uses a pooled connection.
+
+    Keyword-only: ``auto_renew=True`` (False: no watchdog, the lease just runs out),
+    ``renew_every_ms=None``, ``on_lost=None`` (called with the lock, from the watchdog thread,
+    when a renewal finds the lock lost), ``owner=None`` (default: a random ``uuid4().hex`` per
+    instance; every acquisition of this instance uses it).
+
+    After a grant: ``token`` is the fencing token (int; larger than any the lock granted
+    before, also across restarts); pass it to the resource you protect. ``held`` is True.
+
+    Losing the lease is never silent: when a renewal is refused because this owner no longer
+    holds it (lease ended, key deleted or overwritten, session closed), or renewals fail
+    (connection errors, OOM, READONLY, ...) until the lease has run out, the watchdog stops,
+    ``lost`` becomes True, ``on_lost(lock)`` is called, and the next ``release()`` or
+    ``extend()`` (and so the end of a ``with`` block) raises :class:`LockLost`.
+
+    One instance is one holder: it is not reentrant (``acquire()`` while holding raises
+    :class:`LockError`), and it is not meant to be shared between threads.
+    """
+
+    _thread = None
+
+    def __init__(self, client, name, lease_ms, wait_ms=None, session=False, *, auto_renew=True,
+                 renew_every_ms=None, on_lost=None, owner=None):
+        _LockBase.__init__(self, client, name, lease_ms, wait_ms, session, auto_renew=auto_renew,
+                           renew_every_ms=renew_every_ms, on_lost=on_lost, owner=owner)
+
+    def _acquire_client(self):
+        if self.session and not is_cluster(self.client) and hasattr(self.client, "client"):
+            self._session_client = self.client.client()
+            return self._session_client
+        return self.client
+
+    def _drop_session_client(self):
+        c, self._session_client = self._session_client, None
+        if c is not None:
+            try:
+                c.close()
+            except Exception:  # pragma: no cover
+                pass
+
+    def acquire(self, wait_ms=_UNSET):
+        """Acquire the lock; True when granted, False when ``wait_ms`` ran out.
+
+        ``wait_ms`` overrides the instance's (None: indefinitely; 0: try once). Raises
+        :class:`LockError` if this instance already holds it, :class:`PermitsMismatch` for a
+        semaphore held with another size, :class:`WrongType` when the key is not a lock."""
+        if self._held:
+            raise LockError("%r is already held by this instance; release it first" % (self.name,))
+        wait = self.wait_ms if wait_ms is _UNSET else check_wait_ms(wait_ms)
+        self._stop_watchdog()
+        self._lost = False
+        self._lost_reason = None
+        conn = self._acquire_client()
+        budget = WaitBudget(wait, round_cap_ms(conn))
+        while True:
+            rnd = budget.next_round_ms()
+            started = time.monotonic()
+            try:
+                reply = conn.execute_command(*self._acquire_args(rnd))
+            except redis.exceptions.ResponseError as e:
+                self._drop_session_client()
+                raise map_error(e) from e
+            except Exception:
+                # the reply is lost: a grant may have been made (best effort to undo it;
+                # otherwise its lease ends by itself)
+                self._best_effort_release(conn)
+                self._drop_session_client()
+                raise
+            granted, token, ms = parse_grant(reply)
+            if granted:
+                self.token = token
+                self._lease_deadline = started + ms / 1000.0
+                with self._state:
+                    self._held = True
+                self._start_watchdog()
+                return True
+            if budget.expired():
+                self._drop_session_client()
+                return False
+            if rnd > 0 and time.monotonic() - started < rnd / 2000.0:
+                time.sleep(0.01)  # answered long before its WAIT ended: never spin
+
+    def _best_effort_release(self, conn):
+        try:
+            conn.execute_command("LOCK.RELEASE", self.name, self.owner)
+        except Exception:
+            pass
+
+    # --------------------------------------------------------------- release
+    def release(self):
+        """Release the lock (``LOCK.RELEASE``); the longest waiter gets it.
+
+        The watchdog is stopped first (and joined: no renewal is sent after the release).
+        Raises :class:`LockLost` if the lock was lost while held (found by the watchdog, or
+        by the server's answer now), :class:`LockNotOwned` if this instance does not hold it.
+        On a connection error the lock stays ``held`` (the lease ends by itself unless you
+        retry ``release()``)."""
+        self._stop_watchdog()
+        with self._state:
+            held, lost = self._held, self._lost
+        if not held:
+            self._drop_session_client()
+            if lost:
+                raise LockLost("lock %r was lost while held: %s" % (self.name, self._lost_reason))
+            raise LockNotOwned("lock %r is not held by this instance" % (self.name,))
+        conn = self._session_client or self.client
+        try:
+            conn.execute_command("LOCK.RELEASE", self.name, self.owner)
+        except redis.exceptions.ResponseError as e:
+            err = map_error(e)
+            if isinstance(err, (LockNotOwned, WrongType)):
+                self._mark_lost("the server answered the release: %s" % (err,))
+                self._drop_session_client()
+                raise LockLost("lock %r was lost while held: %s" % (self.name, self._lost_reason),
+                               reply=err.reply) from e
+            raise err from e
+        with self._state:
+            self._held = False
+        self._drop_session_client()
+
+    # ---------------------------------------------------------------- extend
+    def extend(self, ms=None):
+        """Renew the lease to end ``ms`` milliseconds from now (default ``lease_ms``); returns
+        the new lease in ms. A one-off: the watchdog keeps renewing to ``lease_ms``.
+        Raises :class:`LockLost` when the server no longer has it for this owner."""
+        ms = self.lease_ms if ms is None else check_ms("ms", ms)
+        if not self._held:
+            if self._lost:
+                raise LockLost("lock %r was lost while held: %s" % (self.name, self._lost_reason))
+            raise LockNotOwned("lock %r is not held by this instance" % (self.name,))
+        sent = time.monotonic()
+        try:
+            lease = int(self.client.execute_command("LOCK.EXTEND", self.name, self.owner, ms))
+        except redis.exceptions.ResponseError as e:
+            err = map_error(e)
+            if isinstance(err, (LockNotOwned, WrongType)):
+                self._mark_lost("the server refused the extension: %s" % (err,))
+                raise LockLost("lock %r was lost while held: %s" % (self.name, self._lost_reason),
+                               reply=err.reply) from e
+            raise err from e
+        self._lease_deadline = sent + lease / 1000.0
+        return lease
+
+    # --------------------------------------------------------------- queries
+    def inspect(self):
+        """``LOCK.INSPECT``: a :class:`LockInfo` (permits, last_token, waiters, holders), or
+        None when the key does not exist."""
+        try:
+            return LockInfo.from_reply(self.client.execute_command("LOCK.INSPECT", self.name))
+        except redis.exceptions.ResponseError as e:
+            raise map_error(e) from e
+
+    def owned(self):
+        """Whether the server lists this instance's owner among the holders. A held lock
+        that the server no longer lists is marked lost."""
+        info = self.inspect()
+        mine = info is not None and any(h.owner == self.owner for h in info.holders)
+        if self._held and not mine:
+            self._mark_lost("LOCK.INSPECT does not list this owner")
+        return mine
+
+    def locked(self):
+        """Whether anyone holds the lock (any permit, for a semaphore)."""
+        info = self.inspect()
+        return info is not None and bool(info.holders)
+
+    # --------------------------------------------------------- context manager
+    def __enter__(self):
+        if not self.acquire():
+            raise LockNotAcquired("could not acquire %r within %s ms" % (self.name, self.wait_ms))
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        self.release()
+        return False
+
+    # --------------------------------------------------------------- watchdog
+    def _mark_lost(self, reason):
+        with self._state:
+            if not self._held:
+                return
+            self._held = False
+            self._lost = True
+            self._lost_reason = reason
+        stop = self._stop
+        if stop is not None:
+            stop.set()
+        log.warning("lock %r (owner %s, token %s) lost: %s", self.name, self.owner, self.token,
+                    reason)
+        if self.on_lost is not None:
+            try:
+                self.on_lost(self)
+            except Exception:
+                log.exception("on_lost callback of lock %r failed", self.name)
+
+    def _start_watchdog(self):
+        if not self.auto_renew:
+            return
+        stop = threading.Event()
+        t = threading.Thread(target=self._watchdog, args=(stop,), daemon=True,
+                             name="mcaptcha-cache-watchdog %s" % (to_str(self.name),))
+        self._stop, self._thread = stop, t
+        t.start()
+
+    def _stop_watchdog(self):
+        stop, t = self._stop, self._thread
+        if stop is not None:
+            stop.set()
+        if t is not None and t is not threading.current_thread():
+            t.join()  # an EXTEND in flight finishes before anything else is sent
+        self._stop = self._thread = None
+
+    def _watchdog(self, stop):
+        interval = self.renew_every_ms / 1000.0
+        while not stop.wait(interval):
+            if not self._held:
+                return
+            sent = time.monotonic()
+            try:
+                lease = self.client.execute_command("LOCK.EXTEND", self.name, self.owner,
+                                                    self.lease_ms)
+            except redis.exceptions.ResponseError as e:
+                err = map_error(e)
+                if isinstance(err, (LockNotOwned, WrongType)):
+                    self._mark_lost("renewal refused: %s" % (err,))
+                    return
+                # OOM, READONLY, LOADING, TRYAGAIN...: retry until the lease ends
+                if time.monotonic() >= self._lease_deadline:
+                    self._mark_lost("renewals failed until the lease ended: %s" % (err,))
+                    return
+                continue
+            except Exception as e:  # connection errors, timeouts: retry until the lease ends
+                if time.monotonic() >= self._lease_deadline:
+                    self._mark_lost("renewals failed until the lease ended: %r" % (e,))
+                    return
+                continue
+            self._lease_deadline = sent + int(lease) / 1000.0
+
+
+class Semaphore(Lock):
+    """A counting semaphore: at most ``permits`` holders at once, each with its own lease,
+    fencing token and release (``LOCK.ACQUIRE … PERMITS n``).
+
+    ``Semaphore(client, name, permits, lease_ms, wait_ms=None, session=False, **kw)``: the same
+    shape as :class:`Lock` (one instance holds one permit; the watchdog renews it). Every
+    holder must use the same ``permits`` while any holds it, or the acquire raises
+    :class:`PermitsMismatch`."""
+
+    def __init__(self, client, name, permits, lease_ms, wait_ms=None, session=False, **kw):
+        _LockBase.__init__(self, client, name, lease_ms, wait_ms, session,
+                           _permits=check_permits(permits), **kw)
+
+
+def check_permits(permits):
+    if isinstance(permits, bool) or not isinstance(permits, int) or permits < 1:
+        raise ValueError("permits must be an int >= 1, got %r" % (permits,))
+    return permits
