@@ -64,7 +64,8 @@ lockv *lock_dup(const lockv *l) {
             lock_free(d);
             return NULL;
         }
-        d->holders[i].granted_ms = h->granted_ms;
+        /* granted_ms stays 0: a copy's holders were not granted here (their hold
+         * time is not sampled a second time when the copy is released) */
     }
     return d;
 }

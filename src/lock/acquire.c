@@ -177,7 +177,9 @@ static void *lock_timed_out(RedisModuleCtx *ctx, RedisModuleString *keyname, voi
     *rep = (lock_reply){.token = -1, .ms = -1, .rl_style = req->rl_style};
     RedisModuleKey *key;
     const lockv *l = NULL;
-    if (lock_open(ctx, keyname, REDISMODULE_READ, &key) != 0) {
+    /* the key of the waiter's own family only (a lock and a concurrency limit answer
+     * each other WRONGTYPE): another kind of key gives no estimate */
+    if (lock_open_kind(ctx, keyname, REDISMODULE_READ, req->ephemeral, &key) != 0) {
         refuse(NULL, req, now_us / 1000, 0, rep);
         return rep;
     }
