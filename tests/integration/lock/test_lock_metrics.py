@@ -82,7 +82,9 @@ def test_wait_time_and_queue_lengths(servers):
     a = [Waiter(s, "A", "w%d" % i, 20000) for i in range(1)]
     wait_for(lambda: queued(c, "A") == 1, what="the first waiter on A queued")
     t_queued = time.time()  # the first waiter blocked before this
-    a += [Waiter(s, "A", "w%d" % i, 20000) for i in range(1, 3)]
+    for i in range(1, 3):   # one at a time: the queue's order is the order of arrival
+        a.append(Waiter(s, "A", "w%d" % i, 20000))
+        wait_for(lambda: queued(c, "A") == i + 1, what="waiter w%d on A queued" % i)
     b = Waiter(s, "B", "wb", 20000, "PERMITS", 2)
     wait_for(lambda: queued(c, "A") == 3 and queued(c, "B") == 1, what="3 waiters on A, 1 on B")
     st = stats(s)
