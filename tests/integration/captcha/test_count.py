@@ -135,17 +135,19 @@ def _poll(fn, want, deadline, what):
 
 def test_an_increment_leaves_after_the_leak_rate(r):
     """Leak-rate 1 s: every increment counts for at least 1 s and at most
-    1 s + 1000/256 ms. Two at t0, one ~0.5 s later: 3, then 1, then gone.
+    1 s + 1000/256 ms. Two at t0, one ~0.2 s later: 3, then 1, then gone.
     Each bound is checked against this process's clock, which the server shares:
     a reply received before t0 + 1 s cannot have seen a hit leave, and one that
     shows a hit gone was computed at least 1 s after that hit was sent."""
     t0 = time.time()
     assert r.execute_command(COUNT, "k", 1) == 1
     assert r.execute_command(COUNT, "k", 1) == 2
-    time.sleep(0.5)
+    time.sleep(0.2)
     t1 = time.time()
-    assert r.execute_command(COUNT, "k", 1) == 3
+    third = r.execute_command(COUNT, "k", 1)
     t1_done = time.time()
+    if t1_done < t0 + 1.0:   # (a machine stalled for a second may have let the first two go)
+        assert third == 3
     got = peek_count(r, "k", 1)
     if time.time() < t0 + 1.0:
         assert got == 3
@@ -305,6 +307,6 @@ def test_replica_has_the_same_counters(servers):
     with pytest.raises(redis.exceptions.ReadOnlyError):
         rr.execute_command(COUNT, "c1", HOUR)
     # the replica's key expires at the same absolute time as the primary's
-    assert r.execute_command(COUNT, "short", 1) == 1
+    assert r.execute_command(COUNT, "short", 60) == 1
     wait_replicas_synced(primary, [replica])
     assert rr.execute_command("PEXPIRETIME", "short") == r.execute_command("PEXPIRETIME", "short") > 0

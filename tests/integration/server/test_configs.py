@@ -185,10 +185,10 @@ def test_invalid_values_refused(servers, name, value, needle):
 
 # ------------------------------------------------------------ load arguments
 def test_load_arguments(servers):
+    t_before = time.time()   # before the module loads (its start computes the token floor)
     s = servers.new(module_args=("max-captcha-config-bytes", "128", "MAX-CHALLENGE-STRING-BYTES", "4",
                                  "fencing-margin-ms", "3600000", "Internal-Commands", "yes",
                                  "max-challenge-json-bytes", "100"))
-    t_before = time.time()
     c = s.client()
     want = dict(DEFAULTS, **{"max-captcha-config-bytes": "128", "max-challenge-string-bytes": "4",
                              "fencing-margin-ms": "3600000", "internal-commands": "yes",
