@@ -48,39 +48,29 @@ static int Count_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int
     RedisModuleKey *key;
     if (rl_open(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE, WindowType, &key) != RL_OK)
         return rl_reply_error(ctx, RL_ERR_WRONGTYPE);
-    window_value *v;
-    int created = RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_EMPTY;
-    if (created) {
-        v = RedisModule_Calloc(1, sizeof(*v));
-        lb_init(&v->hits, window_ms); /* every whole second up to COUNT_MAX_LEAK_S fits the ring */
-        v->limit = COUNT_NEW_LIMIT;
-    } else {
-        v = RedisModule_ModuleTypeGetValue(key);
-        if (v->hits.window_ms != window_ms) {
-            char have[48], asked[48], buf[200];
-            format_leak_rate(have, sizeof(have), v->hits.window_ms);
-            format_leak_rate(asked, sizeof(asked), window_ms);
-            RedisModule_CloseKey(key);
-            snprintf(buf, sizeof(buf),
-                     "ERR the counter's leak-rate is %s, not %s; use the same leak-rate or delete the key", have,
-                     asked);
-            return RedisModule_ReplyWithError(ctx, buf);
-        }
+    uint64_t now = mc_now_us() / 1000, count, have_ms;
+    /* A new counter stores no real limit; an existing key keeps its own. */
+    lb_status st = window_hit(key, window_ms, COUNT_NEW_LIMIT, 1, now, 1, &count, &have_ms);
+    if (st == LB_ERR_RANGE) {
+        char have[48], asked[48], buf[200];
+        format_leak_rate(have, sizeof(have), have_ms);
+        format_leak_rate(asked, sizeof(asked), window_ms);
+        RedisModule_CloseKey(key);
+        snprintf(buf, sizeof(buf),
+                 "ERR the counter's leak-rate is %s, not %s; use the same leak-rate or delete the key", have, asked);
+        return RedisModule_ReplyWithError(ctx, buf);
     }
-    uint64_t now = mc_now_us() / 1000, count;
-    lb_status st = lb_add(&v->hits, now, 1, &count);
     if (st != LB_OK) {
-        if (created) window_value_free(v);
         RedisModule_CloseKey(key);
         return RedisModule_ReplyWithError(ctx, st == LB_ERR_FULL
                                                    ? "ERR counter limit reached (4294967295 increments in one time slot)"
                                                    : "ERR out of memory");
     }
-    if (created) RedisModule_ModuleTypeSetValue(key, WindowType, v);
-    /* The same state on replicas and in the AOF: the hit at the time used here. */
+    /* The same state on replicas and in the AOF: the hit at the time used here,
+     * with the limit the key holds. */
+    window_value *v = RedisModule_ModuleTypeGetValue(key);
     RedisModule_Replicate(ctx, CMD_WINDOW_HIT_NAME, "slllll", argv[1], (long long)window_ms, (long long)v->limit,
                           (long long)now, 1LL, 0LL);
-    RedisModule_SetAbsExpire(key, (long long)lb_empty_at(&v->hits, now));
     RedisModule_CloseKey(key);
     return RedisModule_ReplyWithLongLong(ctx, (long long)count);
 }

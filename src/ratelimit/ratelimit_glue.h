@@ -74,6 +74,17 @@ window_value *window_from_args(RedisModuleString **argv, int argc, const char **
 
 void window_value_free(window_value *v);
 
+/* Add `cost` hits at at_ms to the window at the open key -- unconditionally, as
+ * RL.WINDOW_HIT replays an allowed RL.WINDOW and MCAPTCHA_CACHE.COUNT counts --
+ * creating it with window_ms when the key is empty, and set the key's expiry to
+ * when the window empties. `limit` is stored on a new window, and on an existing
+ * one unless keep_limit. Returns LB_OK with *count (the hits now counted), or
+ * an lb_status error; the caller has checked window_ms and at_ms against the
+ * bucket's bounds, so LB_ERR_RANGE means only a window of another length (its
+ * length in *have_ms). On any error nothing is written. */
+lb_status window_hit(RedisModuleKey *key, uint64_t window_ms, uint64_t limit, int keep_limit, uint64_t at_ms,
+                     uint32_t cost, uint64_t *count, uint64_t *have_ms);
+
 /* ==== One limiter request, shared by the commands and the wait queues ==== */
 
 typedef enum rl_kind { RL_GCRA, RL_WINDOW } rl_kind;

@@ -55,26 +55,11 @@ static int WindowHit_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv,
     RedisModuleKey *key;
     if (rl_open(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE, WindowType, &key) != RL_OK)
         return rl_reply_error(ctx, RL_ERR_WRONGTYPE);
-    window_value *v;
-    if (RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_EMPTY) {
-        v = RedisModule_Calloc(1, sizeof(*v));
-        lb_init(&v->hits, window);
-        RedisModule_ModuleTypeSetValue(key, WindowType, v);
-    } else {
-        v = RedisModule_ModuleTypeGetValue(key);
-        if (v->hits.window_ms != window) {
-            RedisModule_CloseKey(key);
-            return rl_reply_error(ctx, RL_ERR_WINDOW);
-        }
-    }
-    v->limit = limit;
-    uint64_t count;
-    if (lb_add(&v->hits, at, (uint32_t)cost, &count) != LB_OK) {
-        RedisModule_CloseKey(key);
-        return RedisModule_ReplyWithError(ctx, "ERR the window's time slot is full");
-    }
-    RedisModule_SetAbsExpire(key, (long long)lb_empty_at(&v->hits, at));
+    uint64_t count, have_ms;
+    lb_status st = window_hit(key, window, limit, 0, at, (uint32_t)cost, &count, &have_ms);
     RedisModule_CloseKey(key);
+    if (st == LB_ERR_RANGE) return rl_reply_error(ctx, RL_ERR_WINDOW);
+    if (st != LB_OK) return RedisModule_ReplyWithError(ctx, "ERR the window's time slot is full");
     RedisModule_ReplicateVerbatim(ctx);
     return RedisModule_ReplyWithLongLong(ctx, (long long)count);
 }

@@ -192,6 +192,36 @@ static void *WindowCopy(RedisModuleString *fromkey, RedisModuleString *tokey, co
     return v;
 }
 
+lb_status window_hit(RedisModuleKey *key, uint64_t window_ms, uint64_t limit, int keep_limit, uint64_t at_ms,
+                     uint32_t cost, uint64_t *count, uint64_t *have_ms) {
+    int created = RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_EMPTY;
+    window_value *v;
+    if (created) {
+        v = RedisModule_Calloc(1, sizeof(*v));
+        lb_status st = lb_init(&v->hits, window_ms);
+        if (st != LB_OK) {
+            RedisModule_Free(v);
+            return st;
+        }
+        v->limit = limit;
+    } else {
+        v = RedisModule_ModuleTypeGetValue(key);
+        if (v->hits.window_ms != window_ms) {
+            *have_ms = v->hits.window_ms;
+            return LB_ERR_RANGE;
+        }
+    }
+    lb_status st = lb_add(&v->hits, at_ms, cost, count);
+    if (st != LB_OK) {
+        if (created) window_value_free(v);
+        return st;
+    }
+    if (!keep_limit) v->limit = limit;
+    if (created) RedisModule_ModuleTypeSetValue(key, WindowType, v);
+    RedisModule_SetAbsExpire(key, (long long)lb_empty_at(&v->hits, at_ms));
+    return LB_OK;
+}
+
 int ratelimit_type_register(RedisModuleCtx *ctx) {
     RedisModuleTypeMethods gtm = {
         .version = REDISMODULE_TYPE_METHOD_VERSION,

@@ -333,6 +333,30 @@ class RedisServer:
 
 
 # ----------------------------------------------------------------- replication
+class ConfigFileServer(RedisServer):
+    """A server started as `redis-server <file> --options...`: the config file
+    first, as a packaged or installed redis.conf is used."""
+
+    def __init__(self, conf, **kw):
+        super().__init__(**kw)
+        self.conf = conf
+
+    def args(self):
+        a = super().args()
+        return a[:1] + [self.conf] + a[1:]
+
+
+def resync_replica_now(replica, primary):
+    """Have a replica whose primary restarted reconnect now, rather than at its
+    next once-a-second retry (REPLICAOF NO ONE, then the primary again)."""
+    c = replica.client()
+    try:
+        assert c.execute_command("REPLICAOF", "NO", "ONE")
+        assert c.execute_command("REPLICAOF", primary.host, primary.port)
+    finally:
+        c.connection_pool.disconnect()
+
+
 def wait_replica_link(replica, timeout=20.0):
     deadline = time.time() + timeout
     while time.time() < deadline:

@@ -38,7 +38,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
 from resp_conn import Conn, Err
-from servers import wait_replicas_synced
+from servers import resync_replica_now, wait_replicas_synced
 from soak import model_settings
 
 WRONGTYPE = Err("WRONGTYPE Operation against a key holding the wrong kind of value")
@@ -425,13 +425,7 @@ class CaptchaModel(RuleBasedStateMachine):
         self.check_all(label="after restart")
         if read:
             self.read_back()
-        # have the replica reconnect now rather than at its next once-a-second retry
-        rc = Conn(self.replica)
-        try:
-            assert rc.call("REPLICAOF", "NO", "ONE") == "OK"
-            assert rc.call("REPLICAOF", self.primary.host, self.primary.port) == "OK"
-        finally:
-            rc.close()
+        resync_replica_now(self.replica, self.primary)
 
     @rule()
     def replica_agrees(self):

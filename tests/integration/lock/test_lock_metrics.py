@@ -16,6 +16,8 @@ hold last at least so long."""
 import threading
 import time
 
+from mcap import wait_for
+
 SECTION = "mcaptcha_cache_locks"
 FIELDS = ["grants", "waits", "timeouts", "leases_expired_while_held", "waiters", "max_queue_length",
           "wait_samples", "wait_ms_p50", "wait_ms_p99", "wait_ms_max",
@@ -30,16 +32,6 @@ def stats(server):
         if k.startswith("mcaptcha_cache_"):
             out[k[len("mcaptcha_cache_"):]] = int(v)
     return out
-
-
-def wait_for(pred, timeout=10.0, what="condition"):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        v = pred()
-        if v:
-            return v
-        time.sleep(0.005)
-    raise AssertionError("timed out after %.1fs waiting for %s" % (timeout, what))
 
 
 def queued(c, key):

@@ -39,7 +39,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from cluster import key_slot
 from resp_conn import Conn, Err
-from servers import wait_replicas_synced
+from servers import resync_replica_now, wait_replicas_synced
 from soak import model_settings
 
 WRONGTYPE = Err("WRONGTYPE Operation against a key holding the wrong kind of value")
@@ -596,13 +596,7 @@ class RateLimitModel(RuleBasedStateMachine):
         type(self).connect()
         assert self.snapshot(self.conns) == before
         self.check_all(label="after restart")
-        # have the replica reconnect now rather than at its next once-a-second retry
-        rc = Conn(self.replica)
-        try:
-            assert rc.call("REPLICAOF", "NO", "ONE") == "OK"
-            assert rc.call("REPLICAOF", self.primary.host, self.primary.port) == "OK"
-        finally:
-            rc.close()
+        resync_replica_now(self.replica, self.primary)
 
     @rule()
     def replica_agrees(self):

@@ -13,7 +13,7 @@ import time
 import pytest
 import redis
 
-from servers import RedisServer, ServerStartError, raw_command
+from servers import ConfigFileServer, ServerStartError, raw_command
 
 DEFAULTS = {
     "max-captcha-config-bytes": "16384",
@@ -221,18 +221,6 @@ def test_bad_load_arguments_refuse_to_load(servers, args, needle):
 
 
 # --------------------------------------------------------------- redis.conf
-class ConfFileServer(RedisServer):
-    """A server started as `redis-server <file> --options...` (the file first)."""
-
-    def __init__(self, conf, **kw):
-        super().__init__(**kw)
-        self.conf = conf
-
-    def args(self):
-        a = super().args()
-        return [a[0], self.conf] + a[1:]
-
-
 @pytest.fixture
 def conf_server(tmp_path, module_path):
     made = []
@@ -240,7 +228,7 @@ def conf_server(tmp_path, module_path):
     def make(lines):
         conf = tmp_path / "redis.conf"
         conf.write_text("\n".join(lines) + "\n")
-        s = ConfFileServer(str(conf), dir=str(tmp_path / "data"))
+        s = ConfigFileServer(str(conf), dir=str(tmp_path / "data"))
         made.append(s)
         return s
 

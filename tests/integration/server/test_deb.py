@@ -12,7 +12,7 @@ import re
 import stat
 import subprocess
 
-from servers import RedisServer
+from servers import ConfigFileServer
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 PKG = "redis-mcaptcha-cache"
@@ -20,17 +20,6 @@ SO = "/usr/lib/redis/modules/mcaptcha_cache.so"
 DOC = "/usr/share/doc/" + PKG
 SNIPPET = DOC + "/examples/mcaptcha_cache.conf"
 
-
-class ConfigFileServer(RedisServer):
-    """A RedisServer whose first argument is a config file (as redis.conf is used)."""
-
-    def __init__(self, conf, **kw):
-        super().__init__(**kw)
-        self.conf = conf
-
-    def args(self):
-        a = super().args()
-        return a[:1] + [self.conf] + a[1:]
 
 
 def run(*cmd, **kw):

@@ -10,22 +10,11 @@ import os
 import stat
 import subprocess
 
-from servers import RedisServer
+from servers import ConfigFileServer
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 MODULEDIR = "/usr/lib/redis/modules"
 
-
-class ConfigFileServer(RedisServer):
-    """A RedisServer whose first argument is a config file (as redis.conf is used)."""
-
-    def __init__(self, conf, **kw):
-        super().__init__(**kw)
-        self.conf = conf
-
-    def args(self):
-        a = super().args()
-        return a[:1] + [self.conf] + a[1:]
 
 
 def test_make_install_then_loadmodule_from_config(tmp_path):
