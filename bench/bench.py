@@ -29,6 +29,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 OUT = os.path.join(HERE, "out")
 MODULE = os.environ.get("MODULE", os.path.join(ROOT, "mcaptcha_cache.so"))
+FLOOR_MODULE = os.environ.get("FLOOR_MODULE", os.path.join(ROOT, "build", "bench", "floor.so"))
 SCALE = float(os.environ.get("BENCH_SCALE", "1"))
 
 
@@ -204,15 +205,23 @@ def free_port():
 
 
 class Server:
-    def __init__(self):
-        self.dir = os.path.join(OUT, "redis")
+    """A redis-server on a free loopback port with `modules` loaded (default: the module and
+    the floor module)."""
+    count = 0
+
+    def __init__(self, modules=None):
+        if modules is None:
+            # the memory and history sections replay visits with VISIT_AT, an internal command
+            modules = [MODULE + " INTERNAL-COMMANDS yes", FLOOR_MODULE]
+        Server.count += 1
+        self.dir = os.path.join(OUT, "redis%d" % Server.count)
         os.makedirs(self.dir, exist_ok=True)
+        load = [a for m in modules for a in ["--loadmodule"] + m.split()]
         for attempt in range(5):
             self.port = free_port()
             self.proc = subprocess.Popen(
                 ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-                 "--appendonly", "no", "--dir", self.dir, "--logfile", os.path.join(self.dir, "redis.log"),
-                 "--loadmodule", MODULE],
+                 "--appendonly", "no", "--dir", self.dir, "--logfile", os.path.join(self.dir, "redis.log")] + load,
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             for _ in range(100):
                 if self.proc.poll() is not None:
@@ -379,8 +388,8 @@ def main_cases(shas, now_ms):
         ("lua_trafficjam", "Lua regenerating limit (TrafficJam)", "lua",
          ["EVALSHA", shas["trafficjam"], 1, "tj:" + k, now_ms, 1, 1000000, 3600000], "evalsha"),
         ("lua_fixed_window", "Lua fixed window (rate-limit-redis, npm)", "lua",
-         ["EVALSHA", shas["rate_limit_redis"], 1, "fw:" + k, 3600000], "evalsha"),
-    ]
+         ["EVALSHA", shas["rate_limit_redis"], 1, "fxw:" + k, 3600000], "evalsha"),
+    ] + floor_tax.FLOOR_CASES
 
 
 def check_allowed(srv, shas, now_ms):
@@ -393,7 +402,7 @@ def check_allowed(srv, shas, now_ms):
         (srv.c("EVALSHA", shas["redis_rate"], 1, "rr:" + key, 1000000, 1000, 3600, 1), lambda r: r[0] == 1),
         (srv.c("EVALSHA", shas["redis_gcra"], 1, "lg:" + key, now_ms, 1000000, 1000, 3600000, 1), lambda r: r[0] == 0),
         (srv.c("EVALSHA", shas["trafficjam"], 1, "tj:" + key, now_ms, 1, 1000000, 3600000), lambda r: r == 1),
-        (srv.c("EVALSHA", shas["rate_limit_redis"], 1, "fw:" + key, 3600000), lambda r: r[0] <= 1000000),
+        (srv.c("EVALSHA", shas["rate_limit_redis"], 1, "fxw:" + key, 3600000), lambda r: r[0] <= 1000000),
     ]
     bad = [str(r) for r, ok in checks if not ok(r)]
     if bad:
@@ -406,6 +415,7 @@ def section_throughput(srv, shas, now_ms):
     preload(srv, "cnt", KEYS_MAIN, ["SET", "cnt:#", "0"])
     preload(srv, "cap", KEYS_MAIN, ["MCAPTCHA_CACHE.ADD_CAPTCHA", "cap:#", CAPTCHA_CONFIG],
             ["MCAPTCHA_CACHE.ADD_VISITOR", "cap:#"])
+    floor_tax.preload_floor(srv)
     res = {}
     for mode, n, pipeline, rounds in (("pipelined", N_PIPELINED, PIPELINE, ROUNDS_PIPELINED),
                                       ("unpipelined", N_PLAIN, 1, ROUNDS_PLAIN)):
@@ -445,6 +455,7 @@ def section_pairs(srv, shas):
             ("pair", [["EVALSHA", shas["redlock_lock"], "1", "rk:#", OWNER, "10000"],
                       ["EVALSHA", shas["redlock_unlock"], "1", "rk:#", OWNER]], ["evalsha"])]),
     }
+    variants.update(floor_tax.FLOOR_PAIRS)
     # The lock pairs cycle over 1,000 keys (i % 1000): one connection keeps them in order, so
     # every acquire finds its key free. Challenges are all distinct, so every GET_CHALLENGE
     # and GETDEL finds its entry.
@@ -452,7 +463,7 @@ def section_pairs(srv, shas):
     for vid, (label, phases) in variants.items():
         for pname, templates, _ in phases:
             path = os.path.join(OUT, "pairs-%s-%s.resp" % (vid, pname))
-            if vid in ("lock", "setnx_del", "setnx_lua", "redlock"):
+            if vid not in ("challenge", "set_getdel"):
                 fns = [resp_template(*t) for t in templates]
                 with open(path, "wb") as f:
                     f.write(b"".join(fn(i % 1000) for i in range(n) for fn in fns))
@@ -708,7 +719,7 @@ def fmt_k(v):
     return "%.0fk" % (v / 1000) if v is not None else "-"
 
 
-def report(machine, scripts, cases, thr, pairs, hand, mem, scale, duration):
+def report(machine, scripts, cases, thr, pairs, hand, mem, scale, duration, floor_lines):
     lines = []
     p = lines.append
     p("")
@@ -743,7 +754,7 @@ def report(machine, scripts, cases, thr, pairs, hand, mem, scale, duration):
     p("Pairs with a data dependence: in order on one connection (redis-cli --pipe), %d pairs x %d rounds, medians"
       % (N_PAIRS, ROUNDS_PAIRS))
     p("%-40s %8s %9s  %s" % ("pair", "pairs/s", "srv us/pr", "cmd us (commandstats)"))
-    for vid in ("challenge", "set_getdel", "lock", "setnx_del", "setnx_lua", "redlock"):
+    for vid in ("challenge", "set_getdel", "lock", "setnx_del", "setnx_lua", "redlock", "semaphore", "floor_lock"):
         v = pairs[vid]
         extra = ""
         if "add" in v["phase_cmds_per_s"]:
@@ -789,6 +800,7 @@ def report(machine, scripts, cases, thr, pairs, hand, mem, scale, duration):
         p("  %-28s %6s/s vs %6s/s  ratio %.2f; server-CPU basis %.2f (srv us %.2f vs %.2f)%s" % (
             x["label"], fmt_k(x["small"]["rps"]), fmt_k(x["big"]["rps"]), x["ratio"], x["cpu_ratio"],
             x["small"]["cpu_us_per_call"], x["big"]["cpu_us_per_call"], rel))
+    lines.extend(floor_lines)
     p("")
     p("Targets (printed, never asserted; ratios: throughput, then server-CPU basis):")
     for t in TARGETS:
@@ -846,8 +858,9 @@ unset multiplot
 
 def main():
     t_start = time.time()
-    if not os.path.exists(MODULE):
-        sys.exit("bench: %s not found: run `make` first" % MODULE)
+    for path in (MODULE, FLOOR_MODULE):
+        if not os.path.exists(path):
+            sys.exit("bench: %s not found: run `make bench`" % path)
     for tool, pkg in (("redis-server", "redis-server"), ("redis-benchmark", "redis-tools"),
                       ("redis-cli", "redis-tools"), ("node", "nodejs"), ("npm", "npm"), ("gnuplot", "gnuplot-nox")):
         need(tool, pkg)
@@ -871,10 +884,19 @@ def main():
         hand = section_handoff(srv)
         log("memory")
         mem = section_memory(srv, shas, now_ms)
+        log("cost independent of history (GET long after the last visit)")
+        hist = floor_tax.section_history(srv)
         log("scaling")
         scale = section_scaling(srv)
     finally:
         srv.stop()
+    log("tax on unrelated commands (plain server vs module + 1,000 leases)")
+    tax = floor_tax.section_tax(FLOOR_MODULE)
+    cell = None
+    if os.environ.get("REDIS_CELL_SO"):
+        log("redis-cell side by side")
+        cell = floor_tax.section_redis_cell(os.environ["REDIS_CELL_SO"])
+    fr = floor_tax.floor_ratios(thr, pairs)
 
     pl = thr["pipelined"]
 
@@ -900,8 +922,11 @@ def main():
         record_target("%s, %d keys / %d keys" % (scale[cid]["label"].replace("MCAPTCHA_CACHE.", ""), KEYS_BIG, KEYS_MAIN),
                       round(scale[cid]["ratio"], 3), ">=", 0.9, "x", round(scale[cid]["cpu_ratio"], 3))
 
+    floor_tax.record_targets(fr, hist, tax, cell, hand)
+
     duration = time.time() - t_start
-    text = report(machine, scripts, cases, thr, pairs, hand, mem, scale, duration)
+    text = report(machine, scripts, cases, thr, pairs, hand, mem, scale, duration,
+                  floor_tax.report_lines(fr, hist, tax, cell))
     print(text, flush=True)
     label_of = {c[0]: c[1] for c in cases}
     png = os.path.join(HERE, "chart.png")
@@ -923,6 +948,10 @@ def main():
         "handoff": hand,
         "memory_bytes": mem,
         "scaling": scale,
+        "floor_ratios_server_cpu_and_throughput": fr,
+        "history": hist,
+        "tax": tax,
+        "redis_cell": cell,
         "targets": TARGETS,
         "chart": "chart.png" if drawn else None,
         "report": text,
@@ -931,6 +960,9 @@ def main():
         json.dump(results, f, indent=1)
     log("wrote bench/results.json%s" % (" and bench/chart.png" if drawn else " (no chart: gnuplot failed)"))
 
+
+sys.modules.setdefault("bench", sys.modules[__name__])   # floor_tax.py imports this module as `bench`
+import floor_tax  # noqa: E402
 
 if __name__ == "__main__":
     main()

@@ -1,0 +1,183 @@
+"""The floor and the tax: the sections of `make bench` that compare mcaptcha_cache's commands
+with the module API's own cost (bench/floor/floor.c, loaded beside the module), and a plain
+server with a server that has the module loaded and 1,000 leases held, on unrelated commands.
+
+Everything here is measured on server CPU per call (INFO cpu over the run divided by the calls),
+the basis that stays stable on a busy 2-core machine where throughput does not; rounds interleave
+the variants and ratios are medians of the per-round ratios. Used by bench.py.
+"""
+import statistics
+
+import bench as B
+
+# Throughput cases (same shape as bench.main_cases) that run in the same interleaved rounds.
+FLOOR_CASES = [
+    ("floor_write", "floor: write + replicate with time", "floor",
+     ["FLOOR.WRITE", "fw:__rand_int__"], "floor.write"),
+    ("floor_write_px", "floor: the same + TTL", "floor",
+     ["FLOOR.WRITE_PX", "fp:__rand_int__", 3600000], "floor.write_px"),
+    ("floor_read", "floor: read", "floor", ["FLOOR.READ", "fw:__rand_int__"], "floor.read"),
+]
+
+# our command -> its floor (throughput case ids)
+FLOOR_OF = [("add_visitor", "floor_write"), ("mc_get", "floor_read"), ("rl_gcra", "floor_write_px"),
+            ("rl_window", "floor_write_px"), ("cl_throttle", "floor_write_px")]
+
+# Pairs (same shape as bench.section_pairs' variants); keys cycle over 1,000.
+FLOOR_PAIRS = {
+    "floor_lock": ("floor: lock + unlock", [
+        ("pair", [["FLOOR.LOCK", "fl:#", B.OWNER, "10000"], ["FLOOR.UNLOCK", "fl:#", B.OWNER]],
+         ["floor.lock", "floor.unlock"])]),
+    "semaphore": ("LOCK.ACQUIRE PERMITS 5 + LOCK.RELEASE", [
+        ("pair", [["LOCK.ACQUIRE", "sm:#", B.OWNER, "10000", "PERMITS", "5"], ["LOCK.RELEASE", "sm:#", B.OWNER]],
+         ["lock.acquire", "lock.release"])]),
+}
+PAIR_FLOOR_OF = [("lock", "floor_lock"), ("semaphore", "floor_lock")]
+
+
+def preload_floor(srv):
+    B.preload(srv, "floor", B.KEYS_MAIN, ["FLOOR.WRITE", "fw:#"])
+
+
+def floor_ratios(thr, pairs):
+    """{name: (ratio on server CPU, ratio on throughput)}: floor cost / our cost, so 1.0 is the floor."""
+    pl = thr["pipelined"]
+    out = {}
+    for ours, floor in FLOOR_OF:
+        out[ours] = (B.cpu_ratio(pl[ours]["samples"], pl[floor]["samples"]),
+                     B.paired_ratio(pl[ours]["samples"], pl[floor]["samples"]))
+    for ours, floor in PAIR_FLOOR_OF:
+        a, b = pairs[ours]["samples"], pairs[floor]["samples"]
+        out[ours + "_pair"] = (statistics.median(y["cpu_us_per_pair"] / x["cpu_us_per_pair"] for x, y in zip(a, b)),
+                               statistics.median(x["pairs_per_s"] / y["pairs_per_s"] for x, y in zip(a, b)))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Cost independent of history: GET on captchas last visited just now, and 25 s ago (of 30 s)
+
+def section_history(srv):
+    c = srv.c
+    now = int(B.time.time() * 1000)
+    B.preload(srv, "hist", B.KEYS_MAIN, ["MCAPTCHA_CACHE.ADD_CAPTCHA", "hn#", B.CAPTCHA_CONFIG],
+              ["MCAPTCHA_CACHE.ADD_CAPTCHA", "ho#", B.CAPTCHA_CONFIG])
+    B.preload(srv, "hist-visits", B.KEYS_MAIN, ["MCAPTCHA_CACHE.VISIT_AT", "mcap:captcha::{hn#}", now],
+              ["MCAPTCHA_CACHE.VISIT_AT", "mcap:captcha::{ho#}", now - 25000])
+    fresh = ["MCAPTCHA_CACHE.GET", "hn__rand_int__"]
+    old = ["MCAPTCHA_CACHE.GET", "ho__rand_int__"]
+    a, b = [], []
+    for rnd in range(B.ROUNDS_PIPELINED):
+        for args, dest in ((fresh, a), (old, b)) if rnd % 2 == 0 else ((old, b), (fresh, a)):
+            dest.append(B.run_benchmark(srv, args, B.N_PIPELINED // 2, B.PIPELINE, B.KEYS_MAIN, "mcaptcha_cache.get"))
+    if c("MCAPTCHA_CACHE.GET", "ho%012d" % 3) != 1:
+        raise SystemExit("bench: the captcha visited 25 s ago lost its visit")
+    return {"fresh_cpu_us": statistics.median(x["cpu_us_per_call"] for x in a),
+            "old_cpu_us": statistics.median(x["cpu_us_per_call"] for x in b),
+            # cost(old) / cost(fresh): 1.0 = independent of the time since the last visit
+            "cpu_ratio": statistics.median(y["cpu_us_per_call"] / x["cpu_us_per_call"] for x, y in zip(a, b))}
+
+
+# ---------------------------------------------------------------------------------------------
+# The tax: unrelated commands on a plain server and on one with the module and 1,000 leases
+
+TAX_CASES = [("set", ["SET", "t:__rand_int__", "v"], "set"), ("incr", ["INCR", "c:__rand_int__"], "incr")]
+
+
+def section_tax(floor_module):
+    plain = B.Server(modules=[])
+    loaded = B.Server(modules=[B.MODULE] + ([floor_module] if floor_module else []))
+    try:
+        B.preload(loaded, "leases", 1000, ["LOCK.ACQUIRE", "lease:#", B.OWNER, "3600000"])
+        if loaded.c("LOCK.INSPECT", "lease:%012d" % 999)[0] != 1:
+            raise SystemExit("bench: the 1,000 leases are not held")
+        n = B.N_PAIRS
+        path = B.os.path.join(B.OUT, "tax-setnx-del.resp")
+        fns = [B.resp_template("SET", "sk:#", B.OWNER, "NX", "PX", "10000"), B.resp_template("DEL", "sk:#")]
+        with open(path, "wb") as f:
+            f.write(b"".join(fn(i % 1000) for i in range(n) for fn in fns))
+        samples = {(cid, which): [] for cid in [c[0] for c in TAX_CASES] + ["setnx_del"] for which in ("plain", "loaded")}
+        for rnd in range(B.ROUNDS_PAIRS):
+            B.log("  tax round %d/%d" % (rnd + 1, B.ROUNDS_PAIRS))
+            order = (("plain", plain), ("loaded", loaded)) if rnd % 2 == 0 else (("loaded", loaded), ("plain", plain))
+            for cid, args, stat in TAX_CASES:
+                for which, srv in order:
+                    samples[(cid, which)].append(
+                        B.run_benchmark(srv, args, B.N_PIPELINED, B.PIPELINE, B.KEYS_MAIN, stat)["cpu_us_per_call"])
+            for which, srv in order:
+                cpu0 = srv.cpu_seconds()
+                srv.pipe(path)
+                samples[("setnx_del", which)].append(1e6 * (srv.cpu_seconds() - cpu0) / n)
+        B.os.unlink(path)
+        if loaded.c("LOCK.INSPECT", "lease:%012d" % 999)[0] != 1:
+            raise SystemExit("bench: a lease ended during the tax runs")
+        out = {}
+        for cid in [c[0] for c in TAX_CASES] + ["setnx_del"]:
+            p, l = samples[(cid, "plain")], samples[(cid, "loaded")]
+            out[cid] = {"plain_cpu_us": statistics.median(p), "loaded_cpu_us": statistics.median(l),
+                        # extra server CPU the loaded server spends per call (0.03 = 3 %)
+                        "tax": statistics.median(y / x for x, y in zip(p, l)) - 1}
+        return out
+    finally:
+        plain.stop()
+        loaded.stop()
+
+
+# ---------------------------------------------------------------------------------------------
+# redis-cell side by side (only when REDIS_CELL_SO names a redis-cell build on this machine)
+
+def section_redis_cell(path):
+    if not path:
+        return None
+    if not B.os.path.exists(path):
+        raise SystemExit("bench: REDIS_CELL_SO=%s: no such file" % path)
+    ours, cell = B.Server(modules=[B.MODULE]), B.Server(modules=[path])
+    try:
+        args = ["CL.THROTTLE", "thr:__rand_int__", 999999, 1000, 3600]
+        a, b = [], []
+        for rnd in range(B.ROUNDS_PIPELINED):
+            for srv, dest in ((ours, a), (cell, b)) if rnd % 2 == 0 else ((cell, b), (ours, a)):
+                dest.append(B.run_benchmark(srv, args, B.N_PIPELINED, B.PIPELINE, B.KEYS_MAIN, "cl.throttle"))
+        return {"ours_cpu_us": statistics.median(x["cpu_us_per_call"] for x in a),
+                "cell_cpu_us": statistics.median(x["cpu_us_per_call"] for x in b),
+                "cpu_ratio": B.cpu_ratio(a, b), "rps_ratio": B.paired_ratio(a, b)}
+    finally:
+        ours.stop()
+        cell.stop()
+
+
+def report_lines(fr, hist, tax, cell):
+    out = ["", "Against the module API's floor (bench/floor/floor.c), server CPU per call; 1.00 = at the floor:"]
+    names = {"add_visitor": "MCAPTCHA_CACHE.ADD_VISITOR / floor write", "mc_get": "MCAPTCHA_CACHE.GET / floor read",
+             "rl_gcra": "RL.GCRA / floor write + TTL", "rl_window": "RL.WINDOW / floor write + TTL",
+             "cl_throttle": "CL.THROTTLE / floor write + TTL", "lock_pair": "lock acquire+release / floor lock pair",
+             "semaphore_pair": "semaphore (PERMITS 5) pair / floor lock pair"}
+    for k, label in names.items():
+        out.append("  %-50s %5.2fx  (throughput %5.2fx)" % (label, fr[k][0], fr[k][1]))
+    out.append("")
+    out.append("GET on a captcha last visited 25 s ago vs just now: %.2f vs %.2f us per call (%.2fx)"
+               % (hist["old_cpu_us"], hist["fresh_cpu_us"], hist["cpu_ratio"]))
+    out.append("")
+    out.append("Tax on unrelated commands, server with the module and 1,000 leases held vs plain (server CPU per call):")
+    for k, label in (("set", "SET"), ("incr", "INCR"), ("setnx_del", "SET NX PX + DEL pair")):
+        t = tax[k]
+        out.append("  %-22s plain %.3f us, loaded %.3f us: %+.1f %%" % (label, t["plain_cpu_us"], t["loaded_cpu_us"],
+                                                                      100 * t["tax"]))
+    if cell:
+        out.append("")
+        out.append("CL.THROTTLE, ours vs redis-cell (REDIS_CELL_SO): %.2f vs %.2f us per call: %.2fx on server CPU, "
+                   "%.2fx throughput" % (cell["ours_cpu_us"], cell["cell_cpu_us"], cell["cpu_ratio"], cell["rps_ratio"]))
+    return out
+
+
+def record_targets(fr, hist, tax, cell, hand):
+    for k, label in (("add_visitor", "ADD_VISITOR"), ("mc_get", "MCAPTCHA_CACHE.GET"), ("rl_gcra", "RL.GCRA"),
+                     ("rl_window", "RL.WINDOW"), ("cl_throttle", "CL.THROTTLE")):
+        B.record_target("%s / its floor, server CPU" % label, round(fr[k][0], 3), ">=", 0.95, "x")
+    B.record_target("lock pair / floor pair, server CPU", round(fr["lock_pair"][0], 3), ">=", 0.9, "x")
+    B.record_target("semaphore pair / floor pair, server CPU", round(fr["semaphore_pair"][0], 3), ">=", 0.9, "x")
+    B.record_target("waiter hand-off, median", round(hand["lock_wait"]["median_ms"], 3), "<", 0.1, " ms")
+    B.record_target("GET 25 s after the last visit / just after, server CPU", round(hist["cpu_ratio"], 3), "<=", 1.2, "x")
+    for k, label in (("set", "SET"), ("incr", "INCR"), ("setnx_del", "SET NX PX + DEL")):
+        B.record_target("tax on %s, 1,000 leases held" % label, round(100 * tax[k]["tax"], 1), "<=", 3, " %")
+    if cell:
+        B.record_target("CL.THROTTLE vs redis-cell, server CPU", round(cell["cpu_ratio"], 3), ">=", 2, "x")
