@@ -58,7 +58,7 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) 
 
     mc_cluster_init(ctx);
     if (captcha_type_register(ctx) == REDISMODULE_ERR) return REDISMODULE_ERR;
-    waitq_init();
+    waitq_init(ctx);
     if (legacy_type_register(ctx) == REDISMODULE_ERR) return REDISMODULE_ERR;
     if (ratelimit_type_register(ctx) == REDISMODULE_ERR) return REDISMODULE_ERR;
     if (ratelimit_cmd_register(ctx) == REDISMODULE_ERR) return REDISMODULE_ERR;

@@ -41,6 +41,8 @@ typedef struct lockv {
     uint32_t nholders;    /* <= permits, except after permits was lowered */
     uint64_t last_token;  /* the last fencing token issued; never decreases */
     lock_holder *holders; /* nholders entries */
+    void *lease;          /* owned by the glue (lock/leases.c): this value's lease timer while
+                           * held; NULL in a new value or a copy; never persisted */
 } lockv;
 
 typedef enum lock_outcome {

@@ -1,68 +1,147 @@
-/* leases.c -- lease timers, replica tracking, locks arriving by load, and the
- * promotion of a replica; see leases.h. */
+/* leases.c -- lease timers, replica tracking, locks that arrive or move without
+ * a command, and the promotion of a replica; see leases.h.
+ *
+ * A held lock value points to its lease timer (lockv.lease) and the timer
+ * remembers where the value lives (db, key) and which value it is (a pointer
+ * used only to recognise the value, never followed unless the value was just
+ * found in the keyspace). No keyspace-event subscription: the lock type's own
+ * callbacks say when a value leaves a key (unlink: deleted, expired, evicted,
+ * overwritten, renamed or moved away), is freed, is copied or loaded. A value
+ * that left its key while held, arrived by load or COPY, or was not found where
+ * its timer expected it goes on the `pending` list; just after the command
+ * (a 0 ms timer) each is looked for under its last known name, then, when it
+ * moved (RENAME, MOVE: rare), by a scan of every database, and armed where it
+ * is found. SWAPDB and FLUSHDB/FLUSHALL come as server events. */
 #include "lock/leases.h"
 
+#include <pthread.h>
 #include <string.h>
 
 #include "lock/fencing.h"
 #include "server/clock.h"
-#include "server/cluster.h"
-#include "server/keys.h"
 #include "server/waitq.h"
 
 static RedisModuleCtx *detached; /* to create timers from callbacks that have no context */
 static lease_end_fn end_leases;  /* state.c's lock_expire_leases */
+static pthread_t main_thread;    /* values freed elsewhere (async flush) are not tracked here */
 
 typedef struct lease_timer {
     int db;
     RedisModuleString *key;
-    RedisModuleString *id;
+    const lockv *value; /* identity only */
     RedisModuleTimerID timer;
-    int armed;      /* never StopTimer the timer whose callback is running: Redis frees it after */
+    int armed;   /* never StopTimer the timer whose callback is running: Redis frees it after */
+    int firing;  /* its callback runs: a free of its value only marks it dead */
+    int dead;
     uint64_t due_ms; /* when the armed timer fires (Unix ms) */
+    struct lease_timer *prev, *next;
 } lease_timer;
 
-static RedisModuleDict *lease_timers; /* "<db>:<key>" -> lease_timer */
+static lease_timer *timers; /* every entry, armed (primary) or tracked (replica) */
+
+/* A held lock value to be found and armed just after the current command. */
+typedef struct pending {
+    int db; /* where it was last seen; -1: not known */
+    RedisModuleString *key;
+    const lockv *value; /* identity only */
+    struct pending *next;
+} pending;
+
+static pending *pendings;
+static int pending_timer_armed;
 
 static void lease_timer_fired(RedisModuleCtx *ctx, void *data);
+static void process_pending(RedisModuleCtx *ctx, void *data);
 
-/* Drop entry `t`: stop its timer when armed (never the one whose callback runs:
- * that one is not armed), take it out of the dict, free it. */
-static void forget(RedisModuleCtx *ctx, lease_timer *t) {
-    if (t->armed) RedisModule_StopTimer(ctx, t->timer, NULL);
-    RedisModule_DictDel(lease_timers, t->id, NULL);
+static int on_main_thread(void) {
+    return pthread_equal(pthread_self(), main_thread);
+}
+
+/* Drop entry `t` (its value's lease pointer is the caller's business): stop its
+ * timer when armed, unlink and free it (or, while its callback runs, mark it
+ * dead for the callback to free). */
+static void forget(lease_timer *t) {
+    if (t->armed) RedisModule_StopTimer(detached, t->timer, NULL);
+    t->armed = 0;
+    if (t->firing) {
+        t->dead = 1;
+        return;
+    }
+    if (t->prev) t->prev->next = t->next; else timers = t->next;
+    if (t->next) t->next->prev = t->prev;
     RedisModule_FreeString(NULL, t->key);
-    RedisModule_FreeString(NULL, t->id);
     RedisModule_Free(t);
 }
 
-/* A timer that fires early re-arms itself. */
-void lease_arm(RedisModuleCtx *ctx, RedisModuleString *keyname, const lockv *l, uint64_t now_ms) {
-    int db = RedisModule_GetSelectedDb(ctx);
-    char stackbuf[128];
-    size_t idlen;
-    char *idbuf = mc_db_key_buf(db, keyname, stackbuf, sizeof(stackbuf), &idlen);
-    lease_timer *t = RedisModule_DictGetC(lease_timers, idbuf, idlen, NULL);
-    uint64_t next = l ? lock_next_expiry(l) : 0;
-    if (next == 0) {
-        /* Nobody holds it: the entry goes now (a timer that is firing is not
-         * armed, so stopping an armed one never frees a running callback's). */
-        if (t) forget(ctx, t);
-    } else if (!(t && t->armed && t->due_ms <= next)) {
-        if (t == NULL) {
-            t = RedisModule_Calloc(1, sizeof(*t));
-            t->db = db;
-            t->key = RedisModule_CreateStringFromString(NULL, keyname);
-            t->id = RedisModule_CreateString(NULL, idbuf, idlen);
-            RedisModule_DictSetC(lease_timers, idbuf, idlen, t);
-        } else if (t->armed) {
-            RedisModule_StopTimer(ctx, t->timer, NULL);
-        }
-        t->timer = RedisModule_CreateTimer(ctx, (mstime_t)(next > now_ms ? next - now_ms : 0), lease_timer_fired, t);
-        t->armed = 1;
-        t->due_ms = next;
+/* Queue `value` (held, last seen at db/key) to be found and armed after the command. */
+static void push_pending(int db, const RedisModuleString *key, const lockv *value) {
+    if (detached == NULL) return;
+    pending *p = RedisModule_Alloc(sizeof(*p));
+    p->db = db;
+    p->key = key ? RedisModule_CreateStringFromString(NULL, key) : NULL;
+    p->value = value;
+    p->next = pendings;
+    pendings = p;
+    if (!pending_timer_armed) {
+        pending_timer_armed = 1;
+        RedisModule_CreateTimer(detached, 0, process_pending, NULL);
     }
-    if (idbuf != stackbuf) RedisModule_Free(idbuf);
+}
+
+/* Arm (primary) or only track (replica: arm 0) the lease timer of the held lock
+ * `l` at `keyname` in the selected db; an unheld lock's entry goes. */
+static void arm_or_track_value(RedisModuleCtx *ctx, RedisModuleString *keyname, lockv *l, uint64_t now_ms, int arm) {
+    lease_timer *t = l->lease;
+    uint64_t next = lock_next_expiry(l);
+    if (next == 0) {
+        if (t) {
+            l->lease = NULL;
+            forget(t);
+        }
+        return;
+    }
+    if (t == NULL) {
+        t = RedisModule_Calloc(1, sizeof(*t));
+        t->db = RedisModule_GetSelectedDb(ctx);
+        t->key = RedisModule_CreateStringFromString(NULL, keyname);
+        t->value = l;
+        t->next = timers;
+        if (timers) timers->prev = t;
+        timers = t;
+        l->lease = t;
+    }
+    if (!arm || (t->armed && t->due_ms <= next)) return; /* fires no later than needed: left alone */
+    if (t->armed) RedisModule_StopTimer(ctx, t->timer, NULL);
+    t->timer = RedisModule_CreateTimer(ctx, (mstime_t)(next > now_ms ? next - now_ms : 0), lease_timer_fired, t);
+    t->armed = 1;
+    t->due_ms = next;
+}
+
+void lease_arm(RedisModuleCtx *ctx, RedisModuleString *keyname, lockv *l, uint64_t now_ms) {
+    if (l) arm_or_track_value(ctx, keyname, l, now_ms, 1);
+}
+
+void lease_track(RedisModuleCtx *ctx, RedisModuleString *keyname, lockv *l) {
+    if (l) arm_or_track_value(ctx, keyname, l, 0, 0);
+}
+
+/* The lock value at `keyname` in db `db` when it is `value` (any lock value
+ * when `value` is NULL), else NULL. Leaves db `db` selected. */
+static lockv *value_at(RedisModuleCtx *ctx, int db, RedisModuleString *keyname, const lockv *value) {
+    if (RedisModule_SelectDb(ctx, db) != REDISMODULE_OK) return NULL;
+    RedisModuleKey *key = RedisModule_OpenKey(ctx, keyname, REDISMODULE_READ | REDISMODULE_OPEN_KEY_NOTOUCH);
+    lockv *l = NULL;
+    if (RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_MODULE && RedisModule_ModuleTypeGetType(key) == LockType) {
+        l = RedisModule_ModuleTypeGetValue(key);
+        if (value && l != value) l = NULL;
+    }
+    RedisModule_CloseKey(key);
+    return l;
+}
+
+static void arm_here(RedisModuleCtx *ctx, RedisModuleString *keyname, lockv *l) {
+    int replica = RedisModule_GetContextFlags(ctx) & REDISMODULE_CTX_FLAGS_SLAVE;
+    arm_or_track_value(ctx, keyname, l, mc_now_ms(), !replica);
 }
 
 static void lease_timer_fired(RedisModuleCtx *ctx, void *data) {
@@ -73,170 +152,180 @@ static void lease_timer_fired(RedisModuleCtx *ctx, void *data) {
         return; /* the primary replicates expiries; keep tracking for a promotion */
     uint64_t now_ms = mc_now_ms();
     int saved = RedisModule_GetSelectedDb(ctx);
-    RedisModule_SelectDb(ctx, t->db);
-    RedisModuleString *keyname = RedisModule_CreateStringFromString(NULL, t->key);
     if (RedisModule_AvoidReplicaTraffic()) {
         /* Clients paused for writes: no writes now; try again shortly. */
         t->timer = RedisModule_CreateTimer(ctx, 10, lease_timer_fired, t);
         t->armed = 1;
         t->due_ms = now_ms + 10;
-    } else {
-        RedisModuleKey *key;
-        lockv *l = NULL;
-        if (mc_open_typed(ctx, keyname, REDISMODULE_READ | REDISMODULE_WRITE, LockType, &key) == 0) {
-            end_leases(ctx, key, keyname, now_ms);
-            if (RedisModule_KeyType(key) != REDISMODULE_KEYTYPE_EMPTY) l = RedisModule_ModuleTypeGetValue(key);
-            lease_arm(ctx, keyname, l, now_ms); /* may free t */
-            RedisModule_CloseKey(key);
+        return;
+    }
+    if (value_at(ctx, t->db, t->key, t->value) == NULL) {
+        /* Not where it was (SWAPDB it missed, or freed off the main thread): find it. */
+        push_pending(t->db, t->key, t->value);
+        forget(t);
+        RedisModule_SelectDb(ctx, saved);
+        return;
+    }
+    t->firing = 1;
+    RedisModuleString *keyname = RedisModule_CreateStringFromString(NULL, t->key);
+    RedisModuleKey *key = RedisModule_OpenKey(ctx, keyname, REDISMODULE_READ | REDISMODULE_WRITE);
+    end_leases(ctx, key, keyname, now_ms); /* commits, re-arms or forgets through lease_arm */
+    if (!t->dead && RedisModule_KeyType(key) != REDISMODULE_KEYTYPE_EMPTY &&
+        RedisModule_ModuleTypeGetValue(key) == t->value)
+        lease_arm(ctx, keyname, RedisModule_ModuleTypeGetValue(key), now_ms);
+    RedisModule_CloseKey(key);
+    RedisModule_FreeString(NULL, keyname);
+    t->firing = 0;
+    if (t->dead) {
+        forget(t);
+    } else if (!t->armed) {
+        /* still held but not re-armed (nothing ended and it was not due yet): arm again */
+        lockv *l = value_at(ctx, t->db, t->key, t->value);
+        if (l) lease_arm(ctx, t->key, l, now_ms);
+        else forget(t);
+    }
+    RedisModule_SelectDb(ctx, saved);
+}
+
+/* Scan callback: arm the pending values found in this db. */
+static void scan_for_pending(RedisModuleCtx *ctx, RedisModuleString *keyname, RedisModuleKey *key, void *privdata) {
+    (void)privdata;
+    if (key == NULL || RedisModule_KeyType(key) != REDISMODULE_KEYTYPE_MODULE ||
+        RedisModule_ModuleTypeGetType(key) != LockType)
+        return;
+    lockv *l = RedisModule_ModuleTypeGetValue(key);
+    for (pending **pp = &pendings; *pp;) {
+        pending *p = *pp;
+        if (p->value == l) {
+            *pp = p->next;
+            arm_here(ctx, keyname, l);
+            if (p->key) RedisModule_FreeString(NULL, p->key);
+            RedisModule_Free(p);
         } else {
-            lease_arm(ctx, keyname, NULL, now_ms);
+            pp = &p->next;
         }
     }
-    RedisModule_FreeString(NULL, keyname);
-    RedisModule_SelectDb(ctx, saved);
 }
 
-void lease_track(RedisModuleCtx *ctx, RedisModuleString *keyname, const lockv *l) {
-    int db = RedisModule_GetSelectedDb(ctx);
-    RedisModuleString *id = mc_db_key_id(db, keyname);
-    lease_timer *t = RedisModule_DictGet(lease_timers, id, NULL);
-    if (l && l->nholders && t == NULL) {
-        t = RedisModule_Calloc(1, sizeof(*t));
-        t->db = db;
-        t->key = RedisModule_CreateStringFromString(NULL, keyname);
-        t->id = id;
-        RedisModule_DictSet(lease_timers, id, t);
-        return;
-    }
-    if ((l == NULL || l->nholders == 0) && t && !t->armed) {
-        RedisModule_DictDel(lease_timers, id, NULL);
-        RedisModule_FreeString(NULL, t->key);
-        RedisModule_FreeString(NULL, t->id);
-        RedisModule_Free(t);
-    }
-    RedisModule_FreeString(NULL, id);
-}
-
-/* Locks that arrived by RDB load, RESTORE or COPY, waiting for their timers. */
-typedef struct loaded_lock {
-    int db;
-    RedisModuleString *key;
-    struct loaded_lock *next;
-} loaded_lock;
-
-static loaded_lock *loaded;
-static int loaded_timer_armed;
-
-static void arm_or_track(RedisModuleCtx *ctx, int db, RedisModuleString *keyname);
-
-/* Key events (generic, expired, evicted). A key that went (deleted, expired,
- * evicted, renamed or moved away) drops its lease entry and, outside a cluster,
- * serves its wait queue at once (the head waiter may take the now-free lock);
- * a key that
- * arrived (renamed, moved or copied here) gets its lease timer armed (or, on a
- * replica, tracked) under its new name and db. */
-static int arriving; /* a held lock just left by RENAME/MOVE: its "_to" event comes next */
-
-static int on_key_event(RedisModuleCtx *ctx, int type, const char *event, RedisModuleString *keyname) {
-    (void)type;
-    /* The common case, and all an unrelated DEL pays: no held lock, no lock
-     * waiting for its timer, nobody waiting on any key. */
-    if (RedisModule_DictSize(lease_timers) == 0 && loaded == NULL && waitq_total() == 0 && !arriving)
-        return REDISMODULE_OK;
-    if (strcmp(event, "rename_to") == 0 || strcmp(event, "move_to") == 0 || strcmp(event, "copy_to") == 0) {
-        arriving = 0;
-        arm_or_track(ctx, -1, keyname);
-        return REDISMODULE_OK;
-    }
-    if (strcmp(event, "del") != 0 && strcmp(event, "expired") != 0 && strcmp(event, "evicted") != 0 &&
-        strcmp(event, "rename_from") != 0 && strcmp(event, "move_from") != 0)
-        return REDISMODULE_OK;
-    /* Serve the key's waiters now (cheap when nobody waits anywhere). Not in a
-     * cluster: there MIGRATE deletes the key while its slot is still this
-     * node's, and a waiter served then would write into a slot being moved;
-     * waiters there are served at the lease end (or get TRYAGAIN). */
-    if (!mc_cluster_enabled) waitq_kick(ctx, keyname);
-    if (RedisModule_DictSize(lease_timers) == 0) return REDISMODULE_OK;
-    char stackbuf[128];
-    size_t idlen;
-    char *idbuf = mc_db_key_buf(RedisModule_GetSelectedDb(ctx), keyname, stackbuf, sizeof(stackbuf), &idlen);
-    lease_timer *t = RedisModule_DictGetC(lease_timers, idbuf, idlen, NULL);
-    if (t) {
-        forget(ctx, t);
-        /* A renamed or moved key's lease continues under the name of the
-         * "_to" event that follows at once. */
-        if (event[0] == 'r' || event[0] == 'm') arriving = 1;
-    }
-    if (idbuf != stackbuf) RedisModule_Free(idbuf);
-    return REDISMODULE_OK;
-}
-
-/* FLUSHDB / FLUSHALL: the entries of the flushed db(s) go (no per-key events). */
-static void on_flush(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t sub, void *data) {
-    (void)e;
-    if (sub != REDISMODULE_SUBEVENT_FLUSHDB_END) return;
-    int dbnum = ((RedisModuleFlushInfo *)data)->dbnum; /* -1: every db */
-    size_t n = 0, cap = 16;
-    lease_timer **todo = RedisModule_Alloc(cap * sizeof(*todo));
-    RedisModuleDictIter *it = RedisModule_DictIteratorStartC(lease_timers, "^", NULL, 0);
-    lease_timer *t;
-    while (RedisModule_DictNextC(it, NULL, (void **)&t)) {
-        if (dbnum != -1 && t->db != dbnum) continue;
-        if (n == cap) todo = RedisModule_Realloc(todo, (cap *= 2) * sizeof(*todo));
-        todo[n++] = t;
-    }
-    RedisModule_DictIteratorStop(it);
-    for (size_t i = 0; i < n; i++) forget(ctx, todo[i]);
-    RedisModule_Free(todo);
-    waitq_kick_db(ctx, dbnum); /* the flushed locks' waiters get them at once */
-}
-
-/* Arm (primary) or track (replica) the lease timer of the lock at db/key. */
-static void arm_or_track(RedisModuleCtx *ctx, int db, RedisModuleString *keyname) {
+/* Find and arm every pending value: under its last known name first, then by a
+ * scan of every database for those that moved. What is found nowhere was freed. */
+static void drain_pending(RedisModuleCtx *ctx) {
     int saved = RedisModule_GetSelectedDb(ctx);
-    if (db >= 0) RedisModule_SelectDb(ctx, db);
-    RedisModuleKey *key;
-    if (mc_open_typed(ctx, keyname, REDISMODULE_READ, LockType, &key) == 0) {
-        lockv *l = RedisModule_KeyType(key) != REDISMODULE_KEYTYPE_EMPTY ? RedisModule_ModuleTypeGetValue(key) : NULL;
-        if (RedisModule_GetContextFlags(ctx) & REDISMODULE_CTX_FLAGS_SLAVE) lease_track(ctx, keyname, l);
-        else lease_arm(ctx, keyname, l, mc_now_ms());
-        RedisModule_CloseKey(key);
+    for (pending **pp = &pendings; *pp;) {
+        pending *p = *pp;
+        lockv *l = p->key && p->db >= 0 ? value_at(ctx, p->db, p->key, p->value) : NULL;
+        if (l) {
+            *pp = p->next;
+            arm_here(ctx, p->key, l);
+            RedisModule_FreeString(NULL, p->key);
+            RedisModule_Free(p);
+        } else {
+            pp = &p->next;
+        }
     }
-    RedisModule_SelectDb(ctx, saved);
-}
-
-
-static void arm_loaded(RedisModuleCtx *ctx, void *data) {
-    (void)data;
-    loaded_timer_armed = 0;
-    if (RedisModule_GetContextFlags(ctx) & REDISMODULE_CTX_FLAGS_LOADING) {
-        loaded_timer_armed = 1; /* still loading: later */
-        RedisModule_CreateTimer(ctx, 10, arm_loaded, NULL);
-        return;
+    for (int db = 0; pendings && RedisModule_SelectDb(ctx, db) == REDISMODULE_OK; db++) {
+        RedisModuleScanCursor *c = RedisModule_ScanCursorCreate();
+        while (pendings && RedisModule_Scan(ctx, c, scan_for_pending, NULL)) {
+        }
+        RedisModule_ScanCursorDestroy(c);
     }
-    while (loaded) {
-        loaded_lock *p = loaded;
-        loaded = p->next;
-        arm_or_track(ctx, p->db, p->key);
-        RedisModule_FreeString(NULL, p->key);
+    while (pendings) {
+        pending *p = pendings;
+        pendings = p->next;
+        if (p->key) RedisModule_FreeString(NULL, p->key);
         RedisModule_Free(p);
     }
+    RedisModule_SelectDb(ctx, saved);
 }
 
-/* The lock type's load hook: a lock value arrived without a command (RDB load,
- * RESTORE, COPY; db -1 when not known, key may be NULL). Raise the token floor
- * past its tokens and arm its lease timer soon. */
+static void process_pending(RedisModuleCtx *ctx, void *data) {
+    (void)data;
+    pending_timer_armed = 0;
+    if (RedisModule_GetContextFlags(ctx) & (REDISMODULE_CTX_FLAGS_LOADING | REDISMODULE_CTX_FLAGS_ASYNC_LOADING)) {
+        pending_timer_armed = 1; /* still loading (also a replica's swapdb load): later */
+        RedisModule_CreateTimer(ctx, 10, process_pending, NULL);
+        return;
+    }
+    drain_pending(ctx);
+}
+
+/* Lock type callbacks (lock_glue.h hooks). */
+
+/* A value arrived without a command (RDB load, RESTORE, COPY): raise the token
+ * floor past its tokens and arm its lease timer after the command. */
 static void lock_loaded(const lockv *l, int db, const RedisModuleString *key) {
     fencing_saw(l->last_token);
-    if (key == NULL || l->nholders == 0 || detached == NULL) return;
-    loaded_lock *p = RedisModule_Alloc(sizeof(*p));
-    p->db = db;
-    p->key = RedisModule_CreateStringFromString(NULL, key);
-    p->next = loaded;
-    loaded = p;
-    if (!loaded_timer_armed) {
-        loaded_timer_armed = 1;
-        RedisModule_CreateTimer(detached, 0, arm_loaded, NULL);
+    if (l->nholders) push_pending(key ? db : -1, key, l);
+}
+
+/* `l` left `key` of db `db`: its timer goes; a held value is found again after
+ * the command (renamed or moved: armed there; deleted: freed by then). */
+static void lock_unlinked(lockv *l, int db, const RedisModuleString *key) {
+    if (l->lease) {
+        lease_timer *t = l->lease;
+        l->lease = NULL;
+        forget(t);
+    }
+    if (l->nholders) push_pending(db, key, l);
+}
+
+/* `l` is being freed. On the main thread its timer and pending entries go; a
+ * free elsewhere (an asynchronous flush) follows a flush event that did that. */
+static void lock_freed(lockv *l) {
+    if (!on_main_thread()) return;
+    if (l->lease) {
+        lease_timer *t = l->lease;
+        l->lease = NULL;
+        forget(t);
+    }
+    for (pending **pp = &pendings; *pp;) {
+        pending *p = *pp;
+        if (p->value == l) {
+            *pp = p->next;
+            if (p->key) RedisModule_FreeString(NULL, p->key);
+            RedisModule_Free(p);
+        } else {
+            pp = &p->next;
+        }
+    }
+}
+
+/* FLUSHDB / FLUSHALL (also before a replica's full sync and DEBUG RELOAD).
+ * Before: settle the pending values, then drop the entries of the flushed
+ * db(s), unlinking them from their values while those still live. After: serve
+ * the waiters there (their keys are gone). */
+static void on_flush(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t sub, void *data) {
+    (void)e;
+    int dbnum = ((RedisModuleFlushInfo *)data)->dbnum; /* -1: every db */
+    if (sub == REDISMODULE_SUBEVENT_FLUSHDB_END) {
+        waitq_kick_db(ctx, dbnum);
+        return;
+    }
+    drain_pending(ctx);
+    int saved = RedisModule_GetSelectedDb(ctx);
+    for (lease_timer *t = timers, *next; t; t = next) {
+        next = t->next;
+        if (dbnum != -1 && t->db != dbnum) continue;
+        lockv *l = value_at(ctx, t->db, t->key, t->value);
+        if (l) l->lease = NULL;
+        forget(t);
+    }
+    RedisModule_SelectDb(ctx, saved);
+}
+
+/* SWAPDB: the entries follow their values. */
+static void on_swapdb(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t sub, void *data) {
+    (void)ctx;
+    (void)e;
+    (void)sub;
+    RedisModuleSwapDbInfo *si = data;
+    for (lease_timer *t = timers; t; t = t->next) {
+        if (t->db == si->dbnum_first) t->db = si->dbnum_second;
+        else if (t->db == si->dbnum_second) t->db = si->dbnum_first;
+    }
+    for (pending *p = pendings; p; p = p->next) {
+        if (p->db == si->dbnum_first) p->db = si->dbnum_second;
+        else if (p->db == si->dbnum_second) p->db = si->dbnum_first;
     }
 }
 
@@ -248,34 +337,31 @@ static void on_role_change(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t sub
      * to its clock: issue tokens from well beyond ours. */
     fencing_promoted(mc_now_us());
     /* The leases this node tracked as a replica now end by its own timers. */
-    size_t n = 0, cap = 16;
-    lease_timer **todo = RedisModule_Alloc(cap * sizeof(*todo));
-    RedisModuleDictIter *it = RedisModule_DictIteratorStartC(lease_timers, "^", NULL, 0);
-    lease_timer *t;
-    while (RedisModule_DictNextC(it, NULL, (void **)&t)) {
+    int saved = RedisModule_GetSelectedDb(ctx);
+    uint64_t now_ms = mc_now_ms();
+    for (lease_timer *t = timers, *next; t; t = next) {
+        next = t->next;
         if (t->armed) continue;
-        if (n == cap) todo = RedisModule_Realloc(todo, (cap *= 2) * sizeof(*todo));
-        todo[n++] = t;
+        lockv *l = value_at(ctx, t->db, t->key, t->value);
+        if (l) {
+            arm_or_track_value(ctx, t->key, l, now_ms, 1); /* may forget t */
+        } else {
+            push_pending(t->db, t->key, t->value);
+            forget(t);
+        }
     }
-    RedisModule_DictIteratorStop(it);
-    for (size_t i = 0; i < n; i++) {
-        RedisModuleString *keyname = RedisModule_CreateStringFromString(NULL, todo[i]->key);
-        arm_or_track(ctx, todo[i]->db, keyname); /* may free todo[i] */
-        RedisModule_FreeString(NULL, keyname);
-    }
-    RedisModule_Free(todo);
+    RedisModule_SelectDb(ctx, saved);
 }
 
 int leases_init(RedisModuleCtx *ctx, lease_end_fn on_end) {
     end_leases = on_end;
-    lease_timers = RedisModule_CreateDict(NULL);
+    main_thread = pthread_self();
     detached = RedisModule_GetDetachedThreadSafeContext(ctx);
     lock_load_hook = lock_loaded;
-    if (RedisModule_SubscribeToKeyspaceEvents(
-            ctx, REDISMODULE_NOTIFY_GENERIC | REDISMODULE_NOTIFY_EXPIRED | REDISMODULE_NOTIFY_EVICTED, on_key_event) ==
-        REDISMODULE_ERR)
-        return REDISMODULE_ERR;
-    if (RedisModule_SubscribeToServerEvent(ctx, RedisModuleEvent_FlushDB, on_flush) == REDISMODULE_ERR)
+    lock_unlink_hook = lock_unlinked;
+    lock_free_hook = lock_freed;
+    if (RedisModule_SubscribeToServerEvent(ctx, RedisModuleEvent_FlushDB, on_flush) == REDISMODULE_ERR ||
+        RedisModule_SubscribeToServerEvent(ctx, RedisModuleEvent_SwapDB, on_swapdb) == REDISMODULE_ERR)
         return REDISMODULE_ERR;
     return RedisModule_SubscribeToServerEvent(ctx, RedisModuleEvent_ReplicationRoleChanged, on_role_change);
 }

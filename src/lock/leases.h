@@ -6,7 +6,10 @@
  * waiters, and the timer is re-armed for the next lease end. A replica ends
  * nothing itself (its primary replicates the end) but tracks its held locks, so
  * that a promotion arms their timers. Locks that arrive without a command (RDB
- * load, RESTORE, COPY) get their timers just after. */
+ * load, RESTORE, COPY) or move (RENAME, MOVE, SWAPDB) get their timers just
+ * after. All of it rides on the lock type's callbacks (unlink, free, copy, load)
+ * and on server events (flush, SWAPDB, role change): the module subscribes to
+ * no keyspace event, so unrelated commands pay nothing for it. */
 #ifndef MC_LOCK_LEASES_H
 #define MC_LOCK_LEASES_H
 
@@ -18,17 +21,17 @@
 typedef uint32_t (*lease_end_fn)(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleString *keyname,
                                  uint64_t now_ms);
 
-/* Set up the timers, subscribe to key deletions and role changes, and take the
- * lock type's load notifications. REDISMODULE_OK or REDISMODULE_ERR. */
+/* Set up the timers, subscribe to flushes, SWAPDB and role changes, and take
+ * the lock type's load, unlink and free notifications. REDISMODULE_OK or REDISMODULE_ERR. */
 int leases_init(RedisModuleCtx *ctx, lease_end_fn on_end);
 
 /* (Re)arm the lease timer of the lock at `keyname` (selected db) for its earliest
  * lease end; `l` NULL or unheld forgets it. A timer that will fire no later than
  * needed is left alone, so grants and releases do not churn timers. */
-void lease_arm(RedisModuleCtx *ctx, RedisModuleString *keyname, const lockv *l, uint64_t now_ms);
+void lease_arm(RedisModuleCtx *ctx, RedisModuleString *keyname, lockv *l, uint64_t now_ms);
 
 /* On a replica: remember a held lock's key (timer not armed) so that a
  * promotion can arm it; forget it when nobody holds the lock. */
-void lease_track(RedisModuleCtx *ctx, RedisModuleString *keyname, const lockv *l);
+void lease_track(RedisModuleCtx *ctx, RedisModuleString *keyname, lockv *l);
 
 #endif

@@ -45,6 +45,12 @@ RedisModuleString **lock_state_args(const lockv *l, size_t *n);
  * until then. */
 extern void (*lock_load_hook)(const lockv *l, int db, const RedisModuleString *key);
 
+/* Called when a lock value leaves `key` of db `db` (deleted, expired, evicted,
+ * overwritten, renamed or moved away; the type's unlink callback), and when a
+ * lock value is freed (on any thread). leases.c sets both; NULL until then. */
+extern void (*lock_unlink_hook)(lockv *l, int db, const RedisModuleString *key);
+extern void (*lock_free_hook)(lockv *l);
+
 /* Parse LOCK.STATE's arguments; NULL and *err (no code) on failure. */
 lockv *lock_from_args(RedisModuleString **argv, int argc, const char **err);
 

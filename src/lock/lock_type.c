@@ -12,9 +12,12 @@
 #include "lock/lock_glue.h"
 #include "server/args.h"
 #include "server/rdb_load.h"
+#include "server/waitq.h"
 
 RedisModuleType *LockType;
 void (*lock_load_hook)(const lockv *l, int db, const RedisModuleString *key);
+void (*lock_unlink_hook)(lockv *l, int db, const RedisModuleString *key);
+void (*lock_free_hook)(lockv *l);
 
 static void LockRdbSave(RedisModuleIO *rdb, void *value) {
     lockv *l = value;
@@ -152,14 +155,23 @@ static size_t LockMemUsage(const void *value) {
 }
 
 static void LockFree(void *value) {
+    if (lock_free_hook) lock_free_hook(value);
     lock_free(value);
 }
 
-static void *LockCopy(RedisModuleString *fromkey, RedisModuleString *tokey, const void *value) {
-    (void)fromkey;
+/* The value left its key: its lease timer follows it or goes (leases.c), and
+ * the key's waiters are served just after the command. */
+static void LockUnlink(RedisModuleKeyOptCtx *ctx, const void *value) {
+    int db = RedisModule_GetDbIdFromOptCtx(ctx);
+    const RedisModuleString *key = RedisModule_GetKeyNameFromOptCtx(ctx);
+    if (lock_unlink_hook) lock_unlink_hook((lockv *)value, db, key);
+    waitq_key_gone(db, key);
+}
+
+static void *LockCopy(RedisModuleKeyOptCtx *ctx, const void *value) {
     lockv *l = lock_dup(value);
-    /* COPY does not say which db the copy goes to: track it in the source's. */
-    if (l && lock_load_hook) lock_load_hook(l, -1, tokey);
+    if (l && lock_load_hook)
+        lock_load_hook(l, RedisModule_GetToDbIdFromOptCtx(ctx), RedisModule_GetToKeyNameFromOptCtx(ctx));
     return l;
 }
 
@@ -172,7 +184,8 @@ int lock_type_register(RedisModuleCtx *ctx) {
         .mem_usage = LockMemUsage,
         .digest = LockDigest,
         .free = LockFree,
-        .copy = LockCopy,
+        .unlink2 = LockUnlink,
+        .copy2 = LockCopy,
     };
     LockType = RedisModule_CreateDataType(ctx, LOCK_TYPE_NAME, LOCK_ENCVER_LATEST, &tm);
     return LockType ? REDISMODULE_OK : REDISMODULE_ERR;

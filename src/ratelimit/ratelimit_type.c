@@ -14,6 +14,7 @@
 #include "server/bucket_io.h"
 #include "ratelimit/ratelimit_glue.h"
 #include "server/rdb_load.h"
+#include "server/waitq.h"
 
 RedisModuleType *GcraType;
 RedisModuleType *WindowType;
@@ -222,6 +223,13 @@ lb_status window_hit(RedisModuleKey *key, uint64_t window_ms, uint64_t limit, in
     return LB_OK;
 }
 
+/* A limiter key left the keyspace (deleted, expired, evicted, overwritten,
+ * renamed or moved away): its waiters may fit now; served after the command. */
+static void LimiterUnlink(RedisModuleKeyOptCtx *ctx, const void *value) {
+    (void)value;
+    waitq_key_gone(RedisModule_GetDbIdFromOptCtx(ctx), RedisModule_GetKeyNameFromOptCtx(ctx));
+}
+
 int ratelimit_type_register(RedisModuleCtx *ctx) {
     RedisModuleTypeMethods gtm = {
         .version = REDISMODULE_TYPE_METHOD_VERSION,
@@ -231,6 +239,7 @@ int ratelimit_type_register(RedisModuleCtx *ctx) {
         .mem_usage = GcraMemUsage,
         .digest = GcraDigest,
         .free = GcraFree,
+        .unlink2 = LimiterUnlink,
         .copy = GcraCopy,
     };
     GcraType = RedisModule_CreateDataType(ctx, GCRA_TYPE_NAME, GCRA_ENCVER_LATEST, &gtm);
@@ -242,6 +251,7 @@ int ratelimit_type_register(RedisModuleCtx *ctx) {
         .mem_usage = WindowMemUsage,
         .digest = WindowDigest,
         .free = WindowFree,
+        .unlink2 = LimiterUnlink,
         .copy = WindowCopy,
     };
     WindowType = RedisModule_CreateDataType(ctx, WINDOW_TYPE_NAME, WINDOW_ENCVER_LATEST, &wtm);

@@ -33,7 +33,7 @@ static size_t db_prefix(int db, char *out) {
     return at;
 }
 
-char *mc_db_key_buf(int db, RedisModuleString *key, char *stackbuf, size_t cap, size_t *len) {
+char *mc_db_key_buf(int db, const RedisModuleString *key, char *stackbuf, size_t cap, size_t *len) {
     size_t klen;
     const char *k = RedisModule_StringPtrLen(key, &klen);
     char prefix[16];

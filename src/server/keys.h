@@ -19,6 +19,6 @@ RedisModuleString *mc_db_key_id(int db, RedisModuleString *key);
 
 /* The same id as bytes, in `stackbuf` when it fits in `cap` bytes, else in a
  * RedisModule_Alloc'ed buffer the caller frees (when the result != stackbuf). */
-char *mc_db_key_buf(int db, RedisModuleString *key, char *stackbuf, size_t cap, size_t *len);
+char *mc_db_key_buf(int db, const RedisModuleString *key, char *stackbuf, size_t cap, size_t *len);
 
 #endif

@@ -53,6 +53,7 @@ typedef struct served {
 static RedisModuleDict *queues;    /* id -> waitq */
 static RedisModuleDict *by_client; /* blocked client handle -> waiter */
 static long long total_waiting;
+static RedisModuleCtx *detached; /* timers armed from type callbacks, which have no context */
 
 static waitq *find_queue(RedisModuleCtx *ctx, RedisModuleString *key) {
     if (total_waiting == 0) return NULL; /* the common case: nobody waits anywhere */
@@ -339,7 +340,24 @@ void waitq_kick_db(RedisModuleCtx *ctx, int db) {
     RedisModule_DictIteratorStop(it);
 }
 
-void waitq_init(void) {
+void waitq_key_gone(int db, const RedisModuleString *key) {
+    /* Not in a cluster: there MIGRATE deletes the key while its slot is still
+     * this node's, and a waiter served then would write into a slot being
+     * moved; waiters there are served at their next try (or get TRYAGAIN). */
+    if (total_waiting == 0 || mc_cluster_enabled || detached == NULL) return;
+    char stackbuf[128];
+    size_t len;
+    char *id = mc_db_key_buf(db, key, stackbuf, sizeof(stackbuf), &len);
+    waitq *q = RedisModule_DictGetC(queues, id, len, NULL);
+    if (id != stackbuf) RedisModule_Free(id);
+    if (q && q->head) {
+        q->kicked = 1;
+        arm(detached, q, 0); /* served by the timer, after the command that removed the key */
+    }
+}
+
+void waitq_init(RedisModuleCtx *ctx) {
     queues = RedisModule_CreateDict(NULL);
     by_client = RedisModule_CreateDict(NULL);
+    detached = RedisModule_GetDetachedThreadSafeContext(ctx);
 }

@@ -85,6 +85,12 @@ long long waitq_max_length(const waitq_ops *ops);
 /* Blocking is possible here (not MULTI, Lua, AOF replay, the replication stream). */
 int waitq_can_block(RedisModuleCtx *ctx);
 
-void waitq_init(void);
+/* The key `key` of db `db` left the keyspace (deleted, expired, evicted,
+ * overwritten, renamed or moved away; called from a type's unlink callback,
+ * which has no context): serve its queue just after the current command, as its
+ * head waiter may fit now. Not in a cluster (see waitq.c). */
+void waitq_key_gone(int db, const RedisModuleString *key);
+
+void waitq_init(RedisModuleCtx *ctx);
 
 #endif

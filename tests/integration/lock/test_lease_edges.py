@@ -53,7 +53,7 @@ def test_released_and_deleted_locks_leave_no_timer_entries(server):
     assert after - base < 300 * 1024, (base, after)
 
 
-@pytest.mark.parametrize("how", ["DEL", "UNLINK", "FLUSHDB", "FLUSHALL"])
+@pytest.mark.parametrize("how", ["DEL", "UNLINK", "FLUSHDB", "FLUSHALL", "RENAME", "MOVE", "PEXPIRE", "SET"])
 def test_deleting_a_held_lock_serves_its_waiter(server, how):
     r = server.client()
     assert r.execute_command("LOCK.ACQUIRE", "dl", "holder", 600000)[0] == 1
@@ -66,7 +66,14 @@ def test_deleting_a_held_lock_serves_its_waiter(server, how):
     t = threading.Thread(target=waiter)
     t.start()
     _wait_for(lambda: r.execute_command("LOCK.INSPECT", "dl")[2] == 1, "the waiter is queued")
-    r.execute_command(how, "dl") if how in ("DEL", "UNLINK") else r.execute_command(how)
+    args = {"DEL": ("DEL", "dl"), "UNLINK": ("UNLINK", "dl"), "RENAME": ("RENAME", "dl", "dl2"),
+            "MOVE": ("MOVE", "dl", 4), "PEXPIRE": ("PEXPIRE", "dl", 1)}.get(how, (how,))
+    if how == "SET":
+        # overwritten by another lock value (RESTORE REPLACE of an unheld lock)
+        assert r.execute_command("LOCK.ACQUIRE", "free", "x", 600000)[0] == 1
+        assert r.execute_command("LOCK.RELEASE", "free", "x") == 0
+        args = ("RESTORE", "dl", 0, r.dump("free"), "REPLACE")
+    r.execute_command(*args)
     t.join(20)  # well before the waiter's WAIT (30 s) and the old lease (600 s) end
     assert not t.is_alive(), "the waiter was not served after %s" % how
     assert out["reply"][0] == 1
@@ -102,3 +109,65 @@ def test_lease_ends_on_a_copy(server):
     # both the original and the copy in db 2 end on time
     _wait_for(lambda: _expired(r) >= before + 2, "both leases end")
     assert server.client(db=2).execute_command("LOCK.INSPECT", "cp:b")[3] == []
+
+
+def test_lease_ends_after_swapdb(server):
+    r = server.client()
+    before = _expired(r)
+    assert r.execute_command("LOCK.ACQUIRE", "sw", "o", 300)[0] == 1
+    assert r.execute_command("SWAPDB", 0, 5)
+    _wait_for(lambda: _expired(r) > before, "the swapped lock's lease ends")
+    assert server.client(db=5).execute_command("LOCK.INSPECT", "sw")[3] == []
+
+
+def test_lease_ends_after_renames_inside_multi(server):
+    """A held lock renamed twice, and a restored one renamed, in one transaction:
+    each lease ends under the name the lock has after the transaction."""
+    r = server.client()
+    before = _expired(r)
+    assert r.execute_command("LOCK.ACQUIRE", "tx:src", "o", 300)[0] == 1
+    assert r.execute_command("LOCK.ACQUIRE", "tx:tmpl", "o", 600000)[0] == 1
+    payload = r.dump("tx:tmpl")
+    r.delete("tx:tmpl")
+    p = r.pipeline(transaction=True)
+    p.execute_command("RENAME", "tx:src", "tx:mid")
+    p.execute_command("RENAME", "tx:mid", "tx:dst")
+    # restored with a lease that already ended (its end is an absolute time in
+    # the payload): after the restore and a rename, it must still be ended
+    p.execute_command("RESTORE", "tx:restored", 0, payload)
+    p.execute_command("RENAME", "tx:restored", "tx:restored2")
+    p.execute()
+    _wait_for(lambda: r.execute_command("LOCK.INSPECT", "tx:dst")[3] == [], "the renamed lease ends")
+    assert _expired(r) > before
+    held = r.execute_command("LOCK.INSPECT", "tx:restored2")[3]
+    assert [h[0] for h in held] == [b"o"]   # its 600 s lease goes on, under the new name
+    # a rename and then a delete inside one transaction leaves no entry behind
+    assert r.execute_command("LOCK.ACQUIRE", "tx:gone", "o", 200)[0] == 1
+    p = r.pipeline(transaction=True)
+    p.execute_command("RENAME", "tx:gone", "tx:gone2")
+    p.execute_command("DEL", "tx:gone2")
+    p.execute()
+    assert r.exists("tx:gone", "tx:gone2") == 0
+    assert r.ping()
+
+
+def test_async_flush_of_held_and_moved_locks(server):
+    """FLUSHALL ASYNC frees lock values on a background thread: no lease entry
+    may outlive them (the ASan build would report a use after free), and a lock
+    moved just before keeps its lease when its db is not flushed."""
+    r = server.client()
+    for i in range(200):
+        assert r.execute_command("LOCK.ACQUIRE", "af:%d" % i, "o", 200 + i)[0] == 1
+    assert r.execute_command("LOCK.ACQUIRE", "af:kept", "o", 300)[0] == 1
+    p = r.pipeline(transaction=True)
+    p.execute_command("MOVE", "af:kept", 7)
+    p.execute_command("FLUSHDB", "ASYNC")
+    p.execute()
+    assert r.dbsize() == 0
+    before = _expired(r)
+    _wait_for(lambda: _expired(r) > before, "the moved lock's lease ends")
+    assert server.client(db=7).execute_command("LOCK.INSPECT", "af:kept")[3] == []
+    for i in range(200):
+        assert r.execute_command("LOCK.ACQUIRE", "af:%d" % i, "o", 50)[0] == 1
+    r.execute_command("FLUSHALL", "ASYNC")
+    assert r.ping()
