@@ -78,6 +78,21 @@ void lock_commit(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleString *ke
     lease_arm(ctx, keyname, l, now_ms);
 }
 
+void lock_commit_verbatim(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleString *keyname, lockv *l,
+                          uint64_t now_ms) {
+    if (l->ephemeral && l->nholders == 0) {
+        RedisModule_DeleteKey(key);
+        lease_arm(ctx, keyname, NULL, now_ms);
+    } else {
+        lease_arm(ctx, keyname, l, now_ms);
+    }
+    RedisModule_ReplicateVerbatim(ctx);
+}
+
+int lock_replayed(RedisModuleCtx *ctx) {
+    return (RedisModule_GetContextFlags(ctx) & (REDISMODULE_CTX_FLAGS_REPLICATED | REDISMODULE_CTX_FLAGS_LOADING)) != 0;
+}
+
 uint32_t lock_expire_leases(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleString *keyname, uint64_t now_ms) {
     if (RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_EMPTY) return 0;
     lockv *l = RedisModule_ModuleTypeGetValue(key);

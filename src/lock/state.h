@@ -47,6 +47,17 @@ int lock_open_kind(RedisModuleCtx *ctx, RedisModuleString *keyname, int mode, in
  * `l` may be freed: do not use it after. */
 void lock_commit(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleString *keyname, lockv *l, uint64_t now_ms);
 
+/* lock_commit for a change that does not depend on the clock (a release):
+ * replicates the command as called instead of the state. Its replay (replica,
+ * AOF) must not read the clock either: see lock_replayed. */
+void lock_commit_verbatim(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleString *keyname, lockv *l,
+                          uint64_t now_ms);
+
+/* Whether this command is a replay (from the primary or the AOF): it then
+ * applies exactly what the primary did, ending no lease by its own clock (the
+ * primary replicated every lease end it made). */
+int lock_replayed(RedisModuleCtx *ctx);
+
 /* Drop the ended leases of the lock at `key` (open for writing), commit and
  * serve waiters when something ended. Returns how many ended. */
 uint32_t lock_expire_leases(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleString *keyname, uint64_t now_ms);
