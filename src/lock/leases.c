@@ -38,6 +38,7 @@ typedef struct lease_timer {
 } lease_timer;
 
 static lease_timer *timers; /* every entry, armed (primary) or tracked (replica) */
+static long long ntimers;
 
 /* A held lock value to be found and armed just after the current command. */
 typedef struct pending {
@@ -69,6 +70,7 @@ static void forget(lease_timer *t) {
     }
     if (t->prev) t->prev->next = t->next; else timers = t->next;
     if (t->next) t->next->prev = t->prev;
+    ntimers--;
     RedisModule_FreeString(NULL, t->key);
     RedisModule_Free(t);
 }
@@ -89,12 +91,15 @@ static void push_pending(int db, const RedisModuleString *key, const lockv *valu
 }
 
 /* Arm (primary) or only track (replica: arm 0) the lease timer of the held lock
- * `l` at `keyname` in the selected db; an unheld lock's entry goes. */
+ * `l` at `keyname` in the selected db. An unheld lock's entry goes, except an
+ * armed timer: it stays until it fires (at the released lease's end, at the
+ * latest), so that acquire-release cycles reuse it instead of stopping and
+ * creating a timer each time. */
 static void arm_or_track_value(RedisModuleCtx *ctx, RedisModuleString *keyname, lockv *l, uint64_t now_ms, int arm) {
     lease_timer *t = l->lease;
     uint64_t next = lock_next_expiry(l);
     if (next == 0) {
-        if (t) {
+        if (t && !(arm && t->armed)) {
             l->lease = NULL;
             forget(t);
         }
@@ -108,6 +113,7 @@ static void arm_or_track_value(RedisModuleCtx *ctx, RedisModuleString *keyname, 
         t->next = timers;
         if (timers) timers->prev = t;
         timers = t;
+        ntimers++;
         l->lease = t;
     }
     if (!arm || (t->armed && t->due_ms <= next)) return; /* fires no later than needed: left alone */
@@ -351,6 +357,10 @@ static void on_role_change(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t sub
         }
     }
     RedisModule_SelectDb(ctx, saved);
+}
+
+long long leases_tracked(void) {
+    return ntimers;
 }
 
 int leases_init(RedisModuleCtx *ctx, lease_end_fn on_end) {

@@ -34,4 +34,9 @@ void lease_arm(RedisModuleCtx *ctx, RedisModuleString *keyname, lockv *l, uint64
  * promotion can arm it; forget it when nobody holds the lock. */
 void lease_track(RedisModuleCtx *ctx, RedisModuleString *keyname, lockv *l);
 
+/* Lease-timer entries (INFO lease_timers): one per held lock, plus released
+ * locks whose armed timer has not fired yet (it ends at the released lease's
+ * end at the latest). */
+long long leases_tracked(void);
+
 #endif

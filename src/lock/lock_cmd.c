@@ -276,6 +276,7 @@ void lock_info(RedisModuleInfoCtx *ctx) {
     RedisModule_InfoAddFieldLongLong(ctx, "leases_expired_while_held", lock_stats.expired);
     RedisModule_InfoAddFieldLongLong(ctx, "waiters", lock_stats.waiting);
     RedisModule_InfoAddFieldLongLong(ctx, "max_queue_length", lock_max_queue_length());
+    RedisModule_InfoAddFieldLongLong(ctx, "lease_timers", leases_tracked());
     const struct {
         const char *name;
         const histogram *h;

@@ -171,3 +171,35 @@ def test_async_flush_of_held_and_moved_locks(server):
         assert r.execute_command("LOCK.ACQUIRE", "af:%d" % i, "o", 50)[0] == 1
     r.execute_command("FLUSHALL", "ASYNC")
     assert r.ping()
+
+
+def _timers(r):
+    return int(r.info(INFO_SECTION)["mcaptcha_cache_lease_timers"])
+
+
+def test_a_released_locks_timer_entry_goes_by_the_old_lease_end(server):
+    """A release leaves the lock's armed timer in place (the next acquire reuses
+    it); it goes when it fires, at the released lease's end at the latest, and
+    at once when the key goes or on a replica-style unarmed entry."""
+    r = server.client()
+    assert _timers(r) == 0
+    assert r.execute_command("LOCK.ACQUIRE", "tm:a", "o", 300)[0] == 1
+    assert _timers(r) == 1
+    assert r.execute_command("LOCK.RELEASE", "tm:a", "o") == 0
+    assert _timers(r) == 1            # still armed
+    for i in range(50):               # cycles reuse the one entry
+        assert r.execute_command("LOCK.ACQUIRE", "tm:a", "o%d" % i, 300)[0] == 1
+        assert r.execute_command("LOCK.RELEASE", "tm:a", "o%d" % i) == 0
+    assert _timers(r) == 1
+    _wait_for(lambda: _timers(r) == 0, "the released lock's timer fires and goes")
+    # a deleted released lock drops its entry at once
+    assert r.execute_command("LOCK.ACQUIRE", "tm:b", "o", 600000)[0] == 1
+    assert r.execute_command("LOCK.RELEASE", "tm:b", "o") == 0
+    assert _timers(r) == 1
+    r.delete("tm:b")
+    assert _timers(r) == 0
+    # a re-acquire after the timer went gets a new one, and its lease ends on time
+    before = _expired(r)
+    assert r.execute_command("LOCK.ACQUIRE", "tm:a", "late", 100)[0] == 1
+    _wait_for(lambda: _expired(r) > before, "the new lease ends")
+    _wait_for(lambda: _timers(r) == 0, "its entry goes")

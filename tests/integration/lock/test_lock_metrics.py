@@ -19,7 +19,7 @@ import time
 from mcap import wait_for
 
 SECTION = "mcaptcha_cache_locks"
-FIELDS = ["grants", "waits", "timeouts", "leases_expired_while_held", "waiters", "max_queue_length",
+FIELDS = ["grants", "waits", "timeouts", "leases_expired_while_held", "waiters", "max_queue_length", "lease_timers",
           "wait_samples", "wait_ms_p50", "wait_ms_p99", "wait_ms_max",
           "hold_samples", "hold_ms_p50", "hold_ms_p99", "hold_ms_max"]
 
