@@ -14,14 +14,19 @@ import bench as B
 FLOOR_CASES = [
     ("floor_write", "floor: write + replicate with time", "floor",
      ["FLOOR.WRITE", "fw:__rand_int__"], "floor.write"),
-    ("floor_write_px", "floor: the same + TTL", "floor",
-     ["FLOOR.WRITE_PX", "fp:__rand_int__", 3600000], "floor.write_px"),
+    # a write with a TTL and a limiter's 4-integer reply, as long a request as the limiter's
+    ("floor_limit4", "floor: + TTL, limiter reply (4 args)", "floor",
+     ["FLOOR.LIMIT", "fp4:__rand_int__", 3600000, "x"], "floor.limit"),
+    ("floor_limit5", "floor: + TTL, limiter reply (5 args)", "floor",
+     ["FLOOR.LIMIT", "fp5:__rand_int__", 3600000, "x", "x"], "floor.limit"),
+    ("floor_limit6", "floor: + TTL, limiter reply (6 args)", "floor",
+     ["FLOOR.LIMIT", "fp6:__rand_int__", 3600000, "x", "x", "x"], "floor.limit"),
     ("floor_read", "floor: read", "floor", ["FLOOR.READ", "fw:__rand_int__"], "floor.read"),
 ]
 
 # our command -> its floor (throughput case ids)
-FLOOR_OF = [("add_visitor", "floor_write"), ("mc_get", "floor_read"), ("rl_gcra", "floor_write_px"),
-            ("rl_window", "floor_write_px"), ("cl_throttle", "floor_write_px")]
+FLOOR_OF = [("add_visitor", "floor_write"), ("mc_get", "floor_read"), ("rl_gcra", "floor_limit6"),
+            ("rl_window", "floor_limit4"), ("cl_throttle", "floor_limit5")]
 
 # Pairs (same shape as bench.section_pairs' variants); keys cycle over 1,000.
 FLOOR_PAIRS = {
@@ -148,8 +153,8 @@ def section_redis_cell(path):
 def report_lines(fr, hist, tax, cell):
     out = ["", "Against the module API's floor (bench/floor/floor.c), server CPU per call; 1.00 = at the floor:"]
     names = {"add_visitor": "MCAPTCHA_CACHE.ADD_VISITOR / floor write", "mc_get": "MCAPTCHA_CACHE.GET / floor read",
-             "rl_gcra": "RL.GCRA / floor write + TTL", "rl_window": "RL.WINDOW / floor write + TTL",
-             "cl_throttle": "CL.THROTTLE / floor write + TTL", "lock_pair": "lock acquire+release / floor lock pair",
+             "rl_gcra": "RL.GCRA / floor limit (6 args)", "rl_window": "RL.WINDOW / floor limit (4 args)",
+             "cl_throttle": "CL.THROTTLE / floor limit (5 args)", "lock_pair": "lock acquire+release / floor lock pair",
              "semaphore_pair": "semaphore (PERMITS 5) pair / floor lock pair"}
     for k, label in names.items():
         out.append("  %-50s %5.2fx  (throughput %5.2fx)" % (label, fr[k][0], fr[k][1]))

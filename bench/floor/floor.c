@@ -10,8 +10,12 @@
  *
  *   FLOOR.WRITE key [AT ms]            counter + 1; replicates FLOOR.WRITE key AT <ms used>
  *                                      (the floor of ADD_VISITOR); reply: the count
- *   FLOOR.WRITE_PX key ttl_ms [AT ms]  the same, then sets the key's TTL to ttl_ms (the
- *                                      floor of RL.GCRA, CL.THROTTLE and RL.WINDOW)
+ *   FLOOR.WRITE_PX key ttl_ms [AT ms]  the same, then sets the key's TTL to ttl_ms
+ *   FLOOR.LIMIT key ttl_ms [pad ...]   FLOOR.WRITE_PX with a limiter's reply, an array of 4
+ *                                      integers [1, count, -1, ttl_ms]; the pad arguments (not
+ *                                      read) make its request as long as the limiter command it
+ *                                      is the floor of (RL.GCRA, CL.THROTTLE, RL.WINDOW); it
+ *                                      replicates FLOOR.WRITE_PX key ttl_ms AT <ms used>
  *   FLOOR.READ key                     the count, or 0 (the floor of MCAPTCHA_CACHE.GET)
  *   FLOOR.LOCK key owner ttl_ms        when the key is empty: stores owner and a token
  *                                      from a process-wide counter, TTL ttl_ms (the lease
@@ -78,9 +82,14 @@ static floorv *open_write(RedisModuleCtx *ctx, RedisModuleString *name, RedisMod
     return RedisModule_ModuleTypeGetValue(*key);
 }
 
-/* FLOOR.WRITE key [AT ms] and FLOOR.WRITE_PX key ttl_ms [AT ms] */
-static int write_cmd(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, int with_ttl) {
+/* FLOOR.WRITE key [AT ms], FLOOR.WRITE_PX key ttl_ms [AT ms] and (as_limit)
+ * FLOOR.LIMIT key ttl_ms [pad ...] */
+static int write_cmd(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, int with_ttl, int as_limit) {
     int base = with_ttl ? 3 : 2;
+    if (as_limit) {
+        if (argc < base) return RedisModule_WrongArity(ctx);
+        argc = base;
+    }
     if (argc != base && argc != base + 2) return RedisModule_WrongArity(ctx);
     long long ttl = 0, now = 0;
     if (with_ttl && (RedisModule_StringToLongLong(argv[2], &ttl) != REDISMODULE_OK || ttl <= 0))
@@ -103,15 +112,24 @@ static int write_cmd(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, in
         RedisModule_Replicate(ctx, "FLOOR.WRITE", "scl", argv[1], "AT", now);
     }
     RedisModule_CloseKey(key);
-    return RedisModule_ReplyWithLongLong(ctx, v->n);
+    if (!as_limit) return RedisModule_ReplyWithLongLong(ctx, v->n);
+    RedisModule_ReplyWithArray(ctx, 4);
+    RedisModule_ReplyWithLongLong(ctx, 1);
+    RedisModule_ReplyWithLongLong(ctx, v->n);
+    RedisModule_ReplyWithLongLong(ctx, -1);
+    return RedisModule_ReplyWithLongLong(ctx, ttl);
 }
 
 static int write_plain(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
-    return write_cmd(ctx, argv, argc, 0);
+    return write_cmd(ctx, argv, argc, 0, 0);
 }
 
 static int write_px(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
-    return write_cmd(ctx, argv, argc, 1);
+    return write_cmd(ctx, argv, argc, 1, 0);
+}
+
+static int limit_cmd(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    return write_cmd(ctx, argv, argc, 1, 1);
 }
 
 /* FLOOR.READ key */
@@ -208,6 +226,7 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) 
     } cmds[] = {
         {"floor.write", write_plain, "write deny-oom fast"},
         {"floor.write_px", write_px, "write deny-oom fast"},
+        {"floor.limit", limit_cmd, "write deny-oom fast"},
         {"floor.read", read_cmd, "readonly fast"},
         {"floor.lock", lock_cmd, "write deny-oom fast"},
         {"floor.lock_set", lock_set_cmd, "write deny-oom fast"},
