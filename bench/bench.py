@@ -209,7 +209,7 @@ class Server:
     the floor module)."""
     count = 0
 
-    def __init__(self, modules=None):
+    def __init__(self, modules=None, extra=()):
         if modules is None:
             # the memory and history sections replay visits with VISIT_AT, an internal command
             modules = [MODULE + " INTERNAL-COMMANDS yes", FLOOR_MODULE]
@@ -221,7 +221,8 @@ class Server:
             self.port = free_port()
             self.proc = subprocess.Popen(
                 ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-                 "--appendonly", "no", "--dir", self.dir, "--logfile", os.path.join(self.dir, "redis.log")] + load,
+                 "--appendonly", "no", "--dir", self.dir, "--logfile", os.path.join(self.dir, "redis.log")] + load
+                + [str(a) for a in extra],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             for _ in range(100):
                 if self.proc.poll() is not None:
@@ -892,6 +893,8 @@ def main():
         srv.stop()
     log("tax on unrelated commands (plain server vs module + 1,000 leases)")
     tax = floor_tax.section_tax(FLOOR_MODULE)
+    log("wait queue of 10 vs 10,000 clients")
+    wq = waiters.section_waiters()
     cell = None
     if os.environ.get("REDIS_CELL_SO"):
         log("redis-cell side by side")
@@ -923,10 +926,18 @@ def main():
                       round(scale[cid]["ratio"], 3), ">=", 0.9, "x", round(scale[cid]["cpu_ratio"], 3))
 
     floor_tax.record_targets(fr, hist, tax, cell, hand)
+    record_target("lock hand-off, %d waiters / %d, server CPU" % (wq["big"], wq["small"]), round(wq["cpu_ratio"], 3),
+                  "<=", 1.2, "x")
+    for cid in ("rl_gcra", "cl_throttle", "add_visitor"):
+        record_target("%s, server CPU per call, %d keys / %d keys" % (
+            scale[cid]["label"].replace("MCAPTCHA_CACHE.", ""), KEYS_BIG, KEYS_MAIN),
+            round(scale[cid]["big"]["cpu_us_per_call"] / scale[cid]["small"]["cpu_us_per_call"], 3), "<=", 1.2, "x")
 
     duration = time.time() - t_start
     text = report(machine, scripts, cases, thr, pairs, hand, mem, scale, duration,
-                  floor_tax.report_lines(fr, hist, tax, cell))
+                  floor_tax.report_lines(fr, hist, tax, cell) +
+                  ["", "Wait queue: one lock hand-off (release, grant, re-queue) with %d waiters %.2f us, with %d %.2f us "
+                   "of server CPU (%.2fx)" % (wq["small"], wq["small_cpu_us"], wq["big"], wq["big_cpu_us"], wq["cpu_ratio"])])
     print(text, flush=True)
     label_of = {c[0]: c[1] for c in cases}
     png = os.path.join(HERE, "chart.png")
@@ -951,6 +962,7 @@ def main():
         "floor_ratios_server_cpu_and_throughput": fr,
         "history": hist,
         "tax": tax,
+        "wait_queue": wq,
         "redis_cell": cell,
         "targets": TARGETS,
         "chart": "chart.png" if drawn else None,
@@ -963,6 +975,7 @@ def main():
 
 sys.modules.setdefault("bench", sys.modules[__name__])   # floor_tax.py imports this module as `bench`
 import floor_tax  # noqa: E402
+import waiters  # noqa: E402
 
 if __name__ == "__main__":
     main()
