@@ -17,6 +17,9 @@ done
 missing=
 for p in $pkgs; do
     case " $missing " in *" $p "*) continue ;; esac
+    # Node.js installed from elsewhere (e.g. NodeSource's nodejs, which bundles npm and
+    # conflicts with Debian's npm package) serves as well as Debian's
+    case "$p" in nodejs) command -v node >/dev/null 2>&1 && continue ;; npm) command -v npm >/dev/null 2>&1 && continue ;; esac
     dpkg-query -W -f '${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
 done
 [ -z "$missing" ] && exit 0
