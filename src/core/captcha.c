@@ -84,12 +84,15 @@ captcha_err captcha_new(uint32_t duration_s, const captcha_level *levels, uint32
     for (uint32_t i = 1; i < nlevels && !err; i++) {
         if (sorted[i].difficulty_factor < sorted[i - 1].difficulty_factor) err = MSG_DECREASE;
     }
-    captcha *c = err ? NULL : mc_calloc(1, sizeof(*c));
+    /* One allocation for the captcha and its levels (read together on every visit). */
+    captcha *c = err ? NULL : mc_calloc(1, sizeof(*c) + nlevels * sizeof(*sorted));
     if (c == NULL) {
         mc_free(sorted);
         return err ? err : MSG_NOMEM;
     }
-    c->levels = sorted;
+    c->levels = (captcha_level *)(c + 1);
+    memcpy(c->levels, sorted, nlevels * sizeof(*sorted));
+    mc_free(sorted);
     c->nlevels = nlevels;
     c->duration_s = duration_s;
     lb_init(&c->visits, (uint64_t)duration_s * 1000); /* always in range for u32 seconds */
@@ -160,8 +163,7 @@ done:
 void captcha_free(captcha *c) {
     if (c == NULL) return;
     lb_free(&c->visits);
-    mc_free(c->levels);
-    mc_free(c->legacy);
+    mc_free(c->legacy); /* the levels live in c's own allocation */
     mc_free(c);
 }
 
@@ -181,17 +183,12 @@ captcha *captcha_unreadable(const char *bytes, size_t len) {
 
 captcha *captcha_dup(const captcha *c) {
     if (c->legacy) return captcha_unreadable(c->legacy, c->legacy_len);
-    captcha *d = mc_malloc(sizeof(*d));
+    captcha *d = mc_malloc(sizeof(*d) + c->nlevels * sizeof(*c->levels));
     if (d == NULL) return NULL;
     *d = *c;
-    d->levels = mc_malloc(c->nlevels * sizeof(*c->levels));
-    if (d->levels == NULL) {
-        mc_free(d);
-        return NULL;
-    }
+    d->levels = (captcha_level *)(d + 1);
     memcpy(d->levels, c->levels, c->nlevels * sizeof(*c->levels));
     if (lb_copy(&d->visits, &c->visits) != LB_OK) {
-        mc_free(d->levels);
         mc_free(d);
         return NULL;
     }

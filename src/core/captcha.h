@@ -50,7 +50,8 @@ typedef struct captcha_level {
 typedef struct captcha {
     uint32_t duration_s;    /* how long each visit counts, seconds (>= 1) */
     uint32_t nlevels;       /* 1..CAPTCHA_MAX_LEVELS */
-    captcha_level *levels;  /* sorted by visitor_threshold, strictly increasing */
+    captcha_level *levels;  /* sorted by visitor_threshold, strictly increasing; stored
+                             * right after the struct, in its allocation */
     lbucket visits;         /* window = duration_s * 1000 ms */
     char *legacy;           /* non-NULL: an unreadable value of the original, kept as
                              * its bytes (nlevels 0, duration_s 0); see below */

@@ -24,7 +24,9 @@
  * lock_from_args, the GCRA's RL.GCRA_SET numbers must equal the value (and be
  * ones RL.GCRA_SET accepts: finding F3). The lock type's load hook (set by
  * lock/leases.c in the module) is a stub here
- * that records its calls.
+ * that records its calls; so are the wait queues' waitq_key_gone (called by
+ * the unlink callbacks, not exercised here) and the key-options context of
+ * the lock's copy2 callback (the COPY target's db and name).
  */
 #include "../../src/captcha/captcha_type.c"
 #include "../../src/captcha/legacy_type.c"
@@ -43,6 +45,28 @@ static void lock_loaded(const lockv *l, int db, const RedisModuleString *key) {
     g_lock_loaded_calls++;
     g_lock_loaded_db = db;
     g_lock_loaded_key = key;
+}
+
+/* server/waitq.c's waitq_key_gone: the unlink callbacks are not run here. */
+void waitq_key_gone(int db, const RedisModuleString *key) {
+    (void)db;
+    (void)key;
+}
+
+/* The key-options context of a COPY to db 3 (copy2 reads the target db and name). */
+static RedisModuleString *g_copy_to;
+static int stub_GetToDbIdFromOptCtx(RedisModuleKeyOptCtx *ctx) {
+    (void)ctx;
+    return 3;
+}
+static const RedisModuleString *stub_GetToKeyNameFromOptCtx(RedisModuleKeyOptCtx *ctx) {
+    (void)ctx;
+    return g_copy_to;
+}
+static void *LockCopyOld(RedisModuleString *from, RedisModuleString *to, const void *value) {
+    (void)from;
+    g_copy_to = to;
+    return LockCopy(NULL, value);
 }
 
 enum { T_CAPTCHA, T_CHALLENGE, T_LEGACY, T_GCRA, T_WINDOW, T_LOCK, T_COUNT };
@@ -229,13 +253,15 @@ static const type_ops TYPES[T_COUNT] = {
     {GcraRdbLoad, GcraRdbSave, GcraAofRewrite, GcraMemUsage, GcraDigest, GcraFree, GcraCopy, GCRA_ENCVER_LATEST},
     {WindowRdbLoad, WindowRdbSave, WindowAofRewrite, WindowMemUsage, WindowDigest, WindowFree, WindowCopy,
      WINDOW_ENCVER_LATEST},
-    {LockRdbLoad, LockRdbSave, LockAofRewrite, LockMemUsage, LockDigest, LockFree, LockCopy, LOCK_ENCVER_LATEST},
+    {LockRdbLoad, LockRdbSave, LockAofRewrite, LockMemUsage, LockDigest, LockFree, LockCopyOld, LOCK_ENCVER_LATEST},
 };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static int init;
     if (!init) {
         fuzz_install_stubs();
+        RedisModule_GetToDbIdFromOptCtx = stub_GetToDbIdFromOptCtx;
+        RedisModule_GetToKeyNameFromOptCtx = stub_GetToKeyNameFromOptCtx;
         lock_load_hook = lock_loaded;
         init = 1;
     }
@@ -329,8 +355,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     g_lock_loaded_calls = 0;
     void *v3 = t->copy(keyname, keyname, v);
     FUZZ_CHECK(v3 != NULL && v3 != v);
-    if (which == T_LOCK) /* COPY: lock_loaded with db -1 and the target key */
-        FUZZ_CHECK(g_lock_loaded_calls == 1 && g_lock_loaded_db == -1 && g_lock_loaded_key == keyname);
+    if (which == T_LOCK) /* COPY: lock_loaded with the target's db and key */
+        FUZZ_CHECK(g_lock_loaded_calls == 1 && g_lock_loaded_db == 3 && g_lock_loaded_key == keyname);
     else
         FUZZ_CHECK(g_lock_loaded_calls == 0);
     digest_of(t->digest, v3, &d2);

@@ -49,13 +49,14 @@ CORE_SRC=$(printf '%s\n' "$vars" | sed -n 's/^CORE_SRC=//p')
 # Glue helpers a harness links: for each src/ .c file it #includes, every
 # src/<dir>/<x>.c whose header "<dir>/<x>.h" that file includes and that is not
 # a pure core file (e.g. server/bucket_io.c for captcha/captcha_type.c); the
-# clock and the cluster view excepted (the harness stands in for them).
+# clock, the cluster view and the wait queues excepted (the harness stands in
+# for them).
 helpers_for() {
     for g in $(sed -n 's|^#include "\.\./\.\./src/\([a-z_0-9/]*\.c\)".*|\1|p' "$1"); do
         for h in $(sed -n 's|^#include "\([a-z_0-9/]*\)\.h".*|\1|p' "$ROOT/src/$g"); do
             f=src/$h.c
             [ -f "$ROOT/$f" ] || continue
-            case $f in src/server/clock.c | src/server/cluster.c) continue ;; esac
+            case $f in src/server/clock.c | src/server/cluster.c | src/server/waitq.c) continue ;; esac
             case " $CORE_SRC " in *" $f "*) continue ;; esac
             echo "$ROOT/$f"
         done
