@@ -10,6 +10,7 @@
 #   make fuzz       run every libFuzzer target for FUZZ_SECONDS (default 600) seconds
 #   make mutants    apply each hand-written bug in tests/mutants/ and check that its tests fail
 #   make soak       the model-based tests and history checkers with many more examples
+#   make flake-loop the integration suite RUNS (50) times in a row beside BURNERS (2) CPU burners
 #
 # REDISMODULE_H=/path/to/redismodule.h uses that header instead of fetching the
 # installed server's from Debian's redis source package (scripts/fetch-redismodule-h.sh).
@@ -49,7 +50,7 @@ ASAN_MODULE := $(ASAN_DIR)/$(MODULE)
 ASAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
 
 .PHONY: all run test unit unit-valgrind integration integration-asan install clean deps-build deps-run deps-test \
-	bench deps-bench fuzz fuzz-replay deps-fuzz soak mutants mutants-check servers test-servers readme-acl commands-md
+	bench deps-bench fuzz fuzz-replay deps-fuzz soak mutants mutants-check servers test-servers readme-acl commands-md flake-loop
 
 all: $(MODULE)
 
@@ -186,6 +187,13 @@ readme-acl: $(MODULE)
 
 deps-bench:
 	@sh scripts/deps.sh build bench
+
+# The integration suite RUNS times in a row beside BURNERS CPU-burning processes,
+# stopping at the first failure (logs in build/flake-loop/).
+RUNS ?= 50
+BURNERS ?= 2
+flake-loop: $(MODULE)
+	RUNS=$(RUNS) BURNERS=$(BURNERS) MCAPTCHA_MODULE=$(CURDIR)/$(MODULE) PYTHON=$(PYTHON) sh scripts/flake-loop.sh
 
 # The module API's floor (bench/floor/floor.c): measurement only, built for the bench.
 FLOOR_MODULE := $(BUILD)/bench/floor.so

@@ -1,0 +1,34 @@
+#!/bin/sh
+# flake-loop.sh -- the integration suite RUNS times in a row beside BURNERS
+# CPU-burning processes (busy loops), stopping at the first failing run; each
+# run's log goes to $OUT/run-<n>.log and a one-line summary to stdout.
+# Used by `make flake-loop` (RUNS=50 BURNERS=2 by default): the test suite must
+# not depend on a quiet machine.
+set -u
+RUNS=${RUNS:-50}
+BURNERS=${BURNERS:-2}
+MODULE=${MCAPTCHA_MODULE:?set MCAPTCHA_MODULE to the module to test}
+OUT=${OUT:-build/flake-loop}
+PYTHON=${PYTHON:-/usr/bin/python3}
+mkdir -p "$OUT"
+pids=
+i=0
+while [ "$i" -lt "$BURNERS" ]; do
+    sh -c 'while :; do :; done' &
+    pids="$pids $!"
+    i=$((i + 1))
+done
+trap 'kill $pids 2>/dev/null' EXIT INT TERM
+n=1
+while [ "$n" -le "$RUNS" ]; do
+    start=$(date +%s)
+    if MCAPTCHA_MODULE=$MODULE $PYTHON -m pytest -q -p no:cacheprovider -rf tests/integration >"$OUT/run-$n.log" 2>&1; then
+        echo "run $n/$RUNS passed in $(( $(date +%s) - start )) s ($(tail -1 "$OUT/run-$n.log"))"
+    else
+        echo "run $n/$RUNS FAILED after $(( $(date +%s) - start )) s:"
+        grep -E '^FAILED|^ERROR' "$OUT/run-$n.log"
+        exit 1
+    fi
+    n=$((n + 1))
+done
+echo "flake-loop: $RUNS runs in a row passed beside $BURNERS CPU burners"
