@@ -48,7 +48,10 @@
 #define RedisModuleIO                                   ValkeyModuleIO
 #define RedisModuleInfoCtx                              ValkeyModuleInfoCtx
 #define RedisModuleKey                                  ValkeyModuleKey
+#define RedisModuleKeyOptCtx                            ValkeyModuleKeyOptCtx
+#define RedisModuleScanCursor                           ValkeyModuleScanCursor
 #define RedisModuleString                               ValkeyModuleString
+#define RedisModuleSwapDbInfo                           ValkeyModuleSwapDbInfo
 #define RedisModuleTimerID                              ValkeyModuleTimerID
 #define RedisModuleType                                 ValkeyModuleType
 #define RedisModuleTypeMethods                          ValkeyModuleTypeMethods
@@ -107,10 +110,14 @@
 #define RedisModule_GetCommand                          ValkeyModule_GetCommand
 #define RedisModule_GetContextFlags                     ValkeyModule_GetContextFlags
 #define RedisModule_GetDbIdFromIO                       ValkeyModule_GetDbIdFromIO
+#define RedisModule_GetDbIdFromOptCtx                   ValkeyModule_GetDbIdFromOptCtx
 #define RedisModule_GetDetachedThreadSafeContext        ValkeyModule_GetDetachedThreadSafeContext
 #define RedisModule_GetKeyNameFromIO                    ValkeyModule_GetKeyNameFromIO
+#define RedisModule_GetKeyNameFromOptCtx                ValkeyModule_GetKeyNameFromOptCtx
 #define RedisModule_GetMyClusterID                      ValkeyModule_GetMyClusterID
 #define RedisModule_GetSelectedDb                       ValkeyModule_GetSelectedDb
+#define RedisModule_GetToDbIdFromOptCtx                 ValkeyModule_GetToDbIdFromOptCtx
+#define RedisModule_GetToKeyNameFromOptCtx              ValkeyModule_GetToKeyNameFromOptCtx
 #define RedisModule_InfoAddFieldLongLong                ValkeyModule_InfoAddFieldLongLong
 #define RedisModule_InfoAddFieldULongLong               ValkeyModule_InfoAddFieldULongLong
 #define RedisModule_InfoAddSection                      ValkeyModule_InfoAddSection
@@ -150,6 +157,9 @@
 #define RedisModule_SaveString                          ValkeyModule_SaveString
 #define RedisModule_SaveStringBuffer                    ValkeyModule_SaveStringBuffer
 #define RedisModule_SaveUnsigned                        ValkeyModule_SaveUnsigned
+#define RedisModule_Scan                                ValkeyModule_Scan
+#define RedisModule_ScanCursorCreate                    ValkeyModule_ScanCursorCreate
+#define RedisModule_ScanCursorDestroy                   ValkeyModule_ScanCursorDestroy
 #define RedisModule_SelectDb                            ValkeyModule_SelectDb
 #define RedisModule_SetAbsExpire                        ValkeyModule_SetAbsExpire
 #define RedisModule_SetCommandInfo                      ValkeyModule_SetCommandInfo
@@ -162,7 +172,6 @@
 #define RedisModule_StringCompare                       ValkeyModule_StringCompare
 #define RedisModule_StringPtrLen                        ValkeyModule_StringPtrLen
 #define RedisModule_StringToLongLong                    ValkeyModule_StringToLongLong
-#define RedisModule_SubscribeToKeyspaceEvents           ValkeyModule_SubscribeToKeyspaceEvents
 #define RedisModule_SubscribeToServerEvent              ValkeyModule_SubscribeToServerEvent
 #define RedisModule_UnblockClient                       ValkeyModule_UnblockClient
 #define RedisModule_UnregisterCommandFilter             ValkeyModule_UnregisterCommandFilter
@@ -192,6 +201,7 @@
 #define REDISMODULE_COMMAND_INFO_VERSION                VALKEYMODULE_COMMAND_INFO_VERSION
 #define REDISMODULE_CONFIG_DEFAULT                      VALKEYMODULE_CONFIG_DEFAULT
 #define REDISMODULE_CONFIG_PROTECTED                    VALKEYMODULE_CONFIG_PROTECTED
+#define REDISMODULE_CTX_FLAGS_ASYNC_LOADING             VALKEYMODULE_CTX_FLAGS_ASYNC_LOADING
 #define REDISMODULE_CTX_FLAGS_CLUSTER                   VALKEYMODULE_CTX_FLAGS_CLUSTER
 #define REDISMODULE_CTX_FLAGS_DENY_BLOCKING             VALKEYMODULE_CTX_FLAGS_DENY_BLOCKING
 #define REDISMODULE_CTX_FLAGS_LOADING                   VALKEYMODULE_CTX_FLAGS_LOADING
@@ -211,11 +221,9 @@
 #define REDISMODULE_KSPEC_FK_RANGE                      VALKEYMODULE_KSPEC_FK_RANGE
 #define REDISMODULE_NODE_ID_LEN                         VALKEYMODULE_NODE_ID_LEN
 #define REDISMODULE_NODE_SLAVE                          VALKEYMODULE_NODE_REPLICA
-#define REDISMODULE_NOTIFY_EVICTED                      VALKEYMODULE_NOTIFY_EVICTED
-#define REDISMODULE_NOTIFY_EXPIRED                      VALKEYMODULE_NOTIFY_EXPIRED
-#define REDISMODULE_NOTIFY_GENERIC                      VALKEYMODULE_NOTIFY_GENERIC
 #define REDISMODULE_NO_EXPIRE                           VALKEYMODULE_NO_EXPIRE
 #define REDISMODULE_OK                                  VALKEYMODULE_OK
+#define REDISMODULE_OPEN_KEY_NOTOUCH                    VALKEYMODULE_OPEN_KEY_NOTOUCH
 #define REDISMODULE_OPTIONS_HANDLE_IO_ERRORS            VALKEYMODULE_OPTIONS_HANDLE_IO_ERRORS
 #define REDISMODULE_READ                                VALKEYMODULE_READ
 #define REDISMODULE_REPLY_ARRAY                         VALKEYMODULE_REPLY_ARRAY
@@ -236,6 +244,7 @@
 #define RedisModuleEvent_FlushDB                        ValkeyModuleEvent_FlushDB
 #define RedisModuleEvent_Loading                        ValkeyModuleEvent_Loading
 #define RedisModuleEvent_ReplicationRoleChanged         ValkeyModuleEvent_ReplicationRoleChanged
+#define RedisModuleEvent_SwapDB                         ValkeyModuleEvent_SwapDB
 
 /* Entry point: RedisModule_Init is ValkeyModule_Init */
 #define RedisModule_Init                                ValkeyModule_Init
