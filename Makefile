@@ -107,7 +107,7 @@ integration-asan: $(ASAN_MODULE)
 # against that binary (make servers fetches the newer ones CI runs).
 SERVER ?=
 SERVER_ENV := $(if $(SERVER),REDIS_SERVER=$(SERVER))
-SERVERS := valkey-8.0 valkey-9.1 redis-8.0
+SERVERS := valkey-8.0 valkey-8.1 valkey-9.1 redis-8.0
 
 integration: $(MODULE)
 	$(SERVER_ENV) MCAPTCHA_MODULE=$(CURDIR)/$(MODULE) $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration
