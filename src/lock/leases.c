@@ -11,7 +11,14 @@
  * its timer expected it goes on the `pending` list; just after the command
  * (a 0 ms timer) each is looked for under its last known name, then, when it
  * moved (RENAME, MOVE: rare), by a scan of every database, and armed where it
- * is found. SWAPDB and FLUSHDB/FLUSHALL come as server events. */
+ * is found. SWAPDB and FLUSHDB/FLUSHALL come as server events.
+ *
+ * Opening a key can delete it (a key whose TTL passed expires on lookup), which
+ * runs the type's unlink and free callbacks, and so forget() and the pending
+ * list's bookkeeping, in the middle of whatever looked. Every entry in use
+ * across a lookup is held (hold/release: forget then only marks it dead), and
+ * the pending list being drained is detached first (a freed value's entries are
+ * only marked). */
 #include "lock/leases.h"
 
 #include <pthread.h>
@@ -31,8 +38,8 @@ typedef struct lease_timer {
     const lockv *value; /* identity only */
     RedisModuleTimerID timer;
     int armed;   /* never StopTimer the timer whose callback is running: Redis frees it after */
-    int firing;  /* its callback runs: a free of its value only marks it dead */
-    int dead;
+    int busy;    /* holds (see hold): while > 0, forget() only marks it dead */
+    int dead;    /* forgotten while held: freed by the last release */
     uint64_t due_ms; /* when the armed timer fires (Unix ms) */
     struct lease_timer *prev, *next;
 } lease_timer;
@@ -44,11 +51,12 @@ static long long ntimers;
 typedef struct pending {
     int db; /* where it was last seen; -1: not known */
     RedisModuleString *key;
-    const lockv *value; /* identity only */
+    const lockv *value; /* identity only; NULL once settled or freed */
     struct pending *next;
 } pending;
 
-static pending *pendings;
+static pending *pendings; /* waiting for the next drain */
+static pending *draining; /* the list a drain is working on */
 static int pending_timer_armed;
 
 static void lease_timer_fired(RedisModuleCtx *ctx, void *data);
@@ -59,12 +67,12 @@ static int on_main_thread(void) {
 }
 
 /* Drop entry `t` (its value's lease pointer is the caller's business): stop its
- * timer when armed, unlink and free it (or, while its callback runs, mark it
- * dead for the callback to free). */
+ * timer when armed, unlink and free it; while it is held, only mark it dead
+ * (the last release frees it). */
 static void forget(lease_timer *t) {
     if (t->armed) RedisModule_StopTimer(detached, t->timer, NULL);
     t->armed = 0;
-    if (t->firing) {
+    if (t->busy) {
         t->dead = 1;
         return;
     }
@@ -73,6 +81,40 @@ static void forget(lease_timer *t) {
     ntimers--;
     RedisModule_FreeString(NULL, t->key);
     RedisModule_Free(t);
+}
+
+/* Keep `t` allocated across something that may forget it (a key lookup that
+ * expires its key, a lease-end commit). */
+static void hold(lease_timer *t) {
+    t->busy++;
+}
+
+/* Drop a hold; returns 1 when `t` was forgotten meanwhile (then freed by the
+ * last release: do not use it after). */
+static int release(lease_timer *t) {
+    int dead = t->dead;
+    if (--t->busy == 0 && dead) forget(t);
+    return dead;
+}
+
+/* The entries (not dead) of db `db` (-1: all) that are armed (`armed` 1), not
+ * armed (0) or either (-1), each held; *n of them. Free with release_all. */
+static lease_timer **hold_all(int db, int armed, size_t *n) {
+    size_t cap = 16;
+    lease_timer **v = RedisModule_Alloc(cap * sizeof(*v));
+    *n = 0;
+    for (lease_timer *t = timers; t; t = t->next) {
+        if (t->dead || (db != -1 && t->db != db) || (armed != -1 && t->armed != armed)) continue;
+        if (*n == cap) v = RedisModule_Realloc(v, (cap *= 2) * sizeof(*v));
+        hold(t);
+        v[(*n)++] = t;
+    }
+    return v;
+}
+
+static void release_all(lease_timer **v, size_t n) {
+    for (size_t i = 0; i < n; i++) release(v[i]);
+    RedisModule_Free(v);
 }
 
 /* Queue `value` (held, last seen at db/key) to be found and armed after the command. */
@@ -157,7 +199,6 @@ static void lease_timer_fired(RedisModuleCtx *ctx, void *data) {
     if (flags & (REDISMODULE_CTX_FLAGS_SLAVE | REDISMODULE_CTX_FLAGS_READONLY))
         return; /* the primary replicates expiries; keep tracking for a promotion */
     uint64_t now_ms = mc_now_ms();
-    int saved = RedisModule_GetSelectedDb(ctx);
     if (RedisModule_AvoidReplicaTraffic()) {
         /* Clients paused for writes: no writes now; try again shortly. */
         t->timer = RedisModule_CreateTimer(ctx, 10, lease_timer_fired, t);
@@ -165,81 +206,78 @@ static void lease_timer_fired(RedisModuleCtx *ctx, void *data) {
         t->due_ms = now_ms + 10;
         return;
     }
-    if (value_at(ctx, t->db, t->key, t->value) == NULL) {
-        /* Not where it was (SWAPDB it missed, or freed off the main thread): find it. */
+    int saved = RedisModule_GetSelectedDb(ctx);
+    hold(t);
+    RedisModule_SelectDb(ctx, t->db);
+    /* (the lookup may expire the key: its callbacks then mark t dead) */
+    RedisModuleKey *key = RedisModule_OpenKey(ctx, t->key, REDISMODULE_READ | REDISMODULE_WRITE);
+    int here = !t->dead && RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_MODULE &&
+               RedisModule_ModuleTypeGetType(key) == LockType && RedisModule_ModuleTypeGetValue(key) == t->value;
+    if (here) {
+        end_leases(ctx, key, t->key, now_ms); /* commits, re-arms or forgets through lease_arm */
+        /* Nothing ended (it fired early) or something is still held: arm for the next end. */
+        if (!t->dead && RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_MODULE &&
+            RedisModule_ModuleTypeGetValue(key) == t->value)
+            lease_arm(ctx, t->key, RedisModule_ModuleTypeGetValue(key), now_ms);
+    }
+    RedisModule_CloseKey(key);
+    if (!here && !t->dead) {
+        /* Not where it was (a SWAPDB missed, or freed off the main thread): find it. */
         push_pending(t->db, t->key, t->value);
         forget(t);
-        RedisModule_SelectDb(ctx, saved);
-        return;
     }
-    t->firing = 1;
-    RedisModuleString *keyname = RedisModule_CreateStringFromString(NULL, t->key);
-    RedisModuleKey *key = RedisModule_OpenKey(ctx, keyname, REDISMODULE_READ | REDISMODULE_WRITE);
-    end_leases(ctx, key, keyname, now_ms); /* commits, re-arms or forgets through lease_arm */
-    if (!t->dead && RedisModule_KeyType(key) != REDISMODULE_KEYTYPE_EMPTY &&
-        RedisModule_ModuleTypeGetValue(key) == t->value)
-        lease_arm(ctx, keyname, RedisModule_ModuleTypeGetValue(key), now_ms);
-    RedisModule_CloseKey(key);
-    RedisModule_FreeString(NULL, keyname);
-    t->firing = 0;
-    if (t->dead) {
-        forget(t);
-    } else if (!t->armed) {
-        /* still held but not re-armed (nothing ended and it was not due yet): arm again */
-        lockv *l = value_at(ctx, t->db, t->key, t->value);
-        if (l) lease_arm(ctx, t->key, l, now_ms);
-        else forget(t);
-    }
+    release(t);
     RedisModule_SelectDb(ctx, saved);
 }
 
-/* Scan callback: arm the pending values found in this db. */
+/* Scan callback: arm the values of the list being drained found in this db
+ * (RM_Scan hands over the stored values without an expiry lookup). */
 static void scan_for_pending(RedisModuleCtx *ctx, RedisModuleString *keyname, RedisModuleKey *key, void *privdata) {
-    (void)privdata;
+    int *left = privdata;
     if (key == NULL || RedisModule_KeyType(key) != REDISMODULE_KEYTYPE_MODULE ||
         RedisModule_ModuleTypeGetType(key) != LockType)
         return;
     lockv *l = RedisModule_ModuleTypeGetValue(key);
-    for (pending **pp = &pendings; *pp;) {
-        pending *p = *pp;
+    for (pending *p = draining; p; p = p->next) {
         if (p->value == l) {
-            *pp = p->next;
+            p->value = NULL;
+            (*left)--;
             arm_here(ctx, keyname, l);
-            if (p->key) RedisModule_FreeString(NULL, p->key);
-            RedisModule_Free(p);
-        } else {
-            pp = &p->next;
         }
     }
 }
 
 /* Find and arm every pending value: under its last known name first, then by a
- * scan of every database for those that moved. What is found nowhere was freed. */
+ * scan of every database for those that moved. What is found nowhere was freed.
+ * Each round works on a detached list (a lookup that expires a key may queue
+ * new entries, and a freed value's entries are only marked). */
 static void drain_pending(RedisModuleCtx *ctx) {
     int saved = RedisModule_GetSelectedDb(ctx);
-    for (pending **pp = &pendings; *pp;) {
-        pending *p = *pp;
-        lockv *l = p->key && p->db >= 0 ? value_at(ctx, p->db, p->key, p->value) : NULL;
-        if (l) {
-            *pp = p->next;
-            arm_here(ctx, p->key, l);
-            RedisModule_FreeString(NULL, p->key);
-            RedisModule_Free(p);
-        } else {
-            pp = &p->next;
-        }
-    }
-    for (int db = 0; pendings && RedisModule_SelectDb(ctx, db) == REDISMODULE_OK; db++) {
-        RedisModuleScanCursor *c = RedisModule_ScanCursorCreate();
-        while (pendings && RedisModule_Scan(ctx, c, scan_for_pending, NULL)) {
-        }
-        RedisModule_ScanCursorDestroy(c);
-    }
     while (pendings) {
-        pending *p = pendings;
-        pendings = p->next;
-        if (p->key) RedisModule_FreeString(NULL, p->key);
-        RedisModule_Free(p);
+        draining = pendings;
+        pendings = NULL;
+        for (pending *p = draining; p; p = p->next) {
+            if (p->value == NULL || p->key == NULL || p->db < 0) continue;
+            lockv *l = value_at(ctx, p->db, p->key, p->value);
+            if (l && p->value) {
+                p->value = NULL;
+                arm_here(ctx, p->key, l);
+            }
+        }
+        int left = 0;
+        for (pending *p = draining; p; p = p->next) left += p->value != NULL;
+        for (int db = 0; left > 0 && RedisModule_SelectDb(ctx, db) == REDISMODULE_OK; db++) {
+            RedisModuleScanCursor *c = RedisModule_ScanCursorCreate();
+            while (left > 0 && RedisModule_Scan(ctx, c, scan_for_pending, &left)) {
+            }
+            RedisModule_ScanCursorDestroy(c);
+        }
+        while (draining) {
+            pending *p = draining;
+            draining = p->next;
+            if (p->key) RedisModule_FreeString(NULL, p->key);
+            RedisModule_Free(p);
+        }
     }
     RedisModule_SelectDb(ctx, saved);
 }
@@ -284,39 +322,33 @@ static void lock_freed(lockv *l) {
         l->lease = NULL;
         forget(t);
     }
-    for (pending **pp = &pendings; *pp;) {
-        pending *p = *pp;
-        if (p->value == l) {
-            *pp = p->next;
-            if (p->key) RedisModule_FreeString(NULL, p->key);
-            RedisModule_Free(p);
-        } else {
-            pp = &p->next;
-        }
-    }
+    /* only marked: a drain may be walking either list right now */
+    for (pending *p = pendings; p; p = p->next)
+        if (p->value == l) p->value = NULL;
+    for (pending *p = draining; p; p = p->next)
+        if (p->value == l) p->value = NULL;
 }
 
 /* FLUSHDB / FLUSHALL (also before a replica's full sync and DEBUG RELOAD).
- * Before: settle the pending values, then drop the entries of the flushed
- * db(s), unlinking them from their values while those still live. After: serve
- * the waiters there (their keys are gone). */
+ * Before: settle the pending values. A synchronous flush frees the values on
+ * this thread, each through lock_freed, which drops its entry. An asynchronous
+ * one frees them on a background thread, which never reads a value's lease
+ * pointer: their entries are dropped now, without touching the values (no key
+ * lookup either: one could expire a key in the middle). After: serve the
+ * waiters there (their keys are gone). */
 static void on_flush(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t sub, void *data) {
     (void)e;
-    int dbnum = ((RedisModuleFlushInfo *)data)->dbnum; /* -1: every db */
+    RedisModuleFlushInfo *fi = data;
     if (sub == REDISMODULE_SUBEVENT_FLUSHDB_END) {
-        waitq_kick_db(ctx, dbnum);
+        waitq_kick_db(ctx, fi->dbnum);
         return;
     }
     drain_pending(ctx);
-    int saved = RedisModule_GetSelectedDb(ctx);
-    for (lease_timer *t = timers, *next; t; t = next) {
-        next = t->next;
-        if (dbnum != -1 && t->db != dbnum) continue;
-        lockv *l = value_at(ctx, t->db, t->key, t->value);
-        if (l) l->lease = NULL;
-        forget(t);
-    }
-    RedisModule_SelectDb(ctx, saved);
+    if (fi->sync) return;
+    size_t n;
+    lease_timer **v = hold_all(fi->dbnum, -1, &n);
+    for (size_t i = 0; i < n; i++) forget(v[i]);
+    release_all(v, n);
 }
 
 /* SWAPDB: the entries follow their values. */
@@ -342,13 +374,16 @@ static void on_role_change(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t sub
     /* Grants the old primary made but never replicated may have used tokens up
      * to its clock: issue tokens from well beyond ours. */
     fencing_promoted(mc_now_us());
-    /* The leases this node tracked as a replica now end by its own timers. */
+    /* The leases this node tracked as a replica now end by its own timers
+     * (each entry held: a lookup may expire a key and forget entries). */
     int saved = RedisModule_GetSelectedDb(ctx);
     uint64_t now_ms = mc_now_ms();
-    for (lease_timer *t = timers, *next; t; t = next) {
-        next = t->next;
-        if (t->armed) continue;
-        lockv *l = value_at(ctx, t->db, t->key, t->value);
+    size_t n;
+    lease_timer **v = hold_all(-1, 0, &n);
+    for (size_t i = 0; i < n; i++) {
+        lease_timer *t = v[i];
+        lockv *l = t->dead ? NULL : value_at(ctx, t->db, t->key, t->value);
+        if (t->dead) continue;
         if (l) {
             arm_or_track_value(ctx, t->key, l, now_ms, 1); /* may forget t */
         } else {
@@ -356,6 +391,7 @@ static void on_role_change(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t sub
             forget(t);
         }
     }
+    release_all(v, n);
     RedisModule_SelectDb(ctx, saved);
 }
 

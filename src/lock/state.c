@@ -82,7 +82,8 @@ void lock_commit_verbatim(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleS
                           uint64_t now_ms) {
     if (l->ephemeral && l->nholders == 0) {
         RedisModule_DeleteKey(key);
-        lease_arm(ctx, keyname, NULL, now_ms);
+    } else if (RedisModule_GetContextFlags(ctx) & REDISMODULE_CTX_FLAGS_SLAVE) {
+        lease_track(ctx, keyname, l); /* a replica ends nothing itself (its primary replicates ends) */
     } else {
         lease_arm(ctx, keyname, l, now_ms);
     }

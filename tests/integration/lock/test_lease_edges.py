@@ -12,6 +12,8 @@ import time
 
 import pytest
 
+from servers import wait_replicas_synced
+
 INFO_SECTION = "mcaptcha_cache_locks"
 
 
@@ -204,3 +206,76 @@ def test_a_released_locks_timer_entry_goes_by_the_old_lease_end(server):
     assert r.execute_command("LOCK.ACQUIRE", "tm:a", "late", 100)[0] == 1
     _wait_for(lambda: _expired(r) > before, "the new lease ends")
     _wait_for(lambda: _timers(r) == 0, "its entry goes")
+
+
+# --- keys whose TTL passed but that are still stored (active expiry off): the
+# module's own lookups then delete them, with its callbacks running inside
+
+def _server_ms(r):
+    sec, usec = r.execute_command("TIME")
+    return int(sec) * 1000 + int(usec) // 1000
+
+
+def _logically_expired(r, key):
+    """Give `key` a TTL 50 ms ahead (a time already past would delete it at
+    once) and wait, on the server's clock, until it has passed; with active
+    expiry off the key stays stored until a lookup."""
+    at = _server_ms(r) + 50
+    assert r.execute_command("PEXPIREAT", key, at) == 1
+    _wait_for(lambda: _server_ms(r) > at + 1, "the server's clock passes the TTL")
+    assert r.dbsize() >= 1   # still stored: nothing looked the key up
+
+
+def test_lease_timer_on_a_key_whose_ttl_passed(server):
+    """The lease timer's own lookup expires the key (unlink + free run inside
+    it): no use after free, the entry goes, the name is free again."""
+    r = server.client()
+    r.execute_command("DEBUG", "SET-ACTIVE-EXPIRE", 0)
+    try:
+        assert r.execute_command("LOCK.ACQUIRE", "ttl:t", "o", 1000)[0] == 1
+        _logically_expired(r, "ttl:t")
+        _wait_for(lambda: _timers(r) == 0, "the lease timer fires and its entry goes")
+        assert r.ping()
+        assert r.execute_command("LOCK.ACQUIRE", "ttl:t", "o2", 1000)[0] == 1
+    finally:
+        r.execute_command("DEBUG", "SET-ACTIVE-EXPIRE", 1)
+
+
+@pytest.mark.parametrize("how", ["SYNC", "ASYNC"])
+def test_flush_over_held_locks_whose_ttl_passed(server, how):
+    r = server.client()
+    r.execute_command("DEBUG", "SET-ACTIVE-EXPIRE", 0)
+    try:
+        for i in range(20):
+            assert r.execute_command("LOCK.ACQUIRE", "ttl:f%d" % i, "o", 600000)[0] == 1
+        assert r.execute_command("LOCK.ACQUIRE", "ttl:r", "o", 600000)[0] == 1
+        assert r.execute_command("LOCK.RELEASE", "ttl:r", "o") == 0   # a released lock's armed entry
+        for i in range(0, 20, 2):
+            _logically_expired(r, "ttl:f%d" % i)
+        r.execute_command("FLUSHALL", how)
+        assert r.ping()
+        _wait_for(lambda: _timers(r) == 0, "every entry goes with the flush")
+        assert r.execute_command("LOCK.ACQUIRE", "ttl:f0", "o2", 1000)[0] == 1
+    finally:
+        r.execute_command("DEBUG", "SET-ACTIVE-EXPIRE", 1)
+
+
+def test_promotion_over_a_held_lock_whose_ttl_passed(servers):
+    """A replica keeps a logically expired key (replicas do not expire keys);
+    its promotion looks the tracked locks up, which then expires it."""
+    primary = servers.new(name="primary")
+    replica = servers.replica_of(primary, name="replica")
+    pc, rc = primary.client(), replica.client()
+    pc.execute_command("DEBUG", "SET-ACTIVE-EXPIRE", 0)
+    assert pc.execute_command("LOCK.ACQUIRE", "ttl:p", "o", 600000)[0] == 1
+    assert pc.execute_command("LOCK.ACQUIRE", "ttl:q", "o", 600000)[0] == 1
+    _logically_expired(pc, "ttl:p")
+    wait_replicas_synced(primary, [replica])
+    assert rc.dbsize() == 2
+    assert _timers(rc) == 2
+    primary.kill()
+    assert rc.execute_command("REPLICAOF", "NO", "ONE") == b"OK"
+    assert rc.ping()
+    _wait_for(lambda: _timers(rc) == 1, "the expired lock's entry goes; the other one's is armed")
+    assert [h[0] for h in rc.execute_command("LOCK.INSPECT", "ttl:q")[3]] == [b"o"]
+    assert rc.execute_command("LOCK.ACQUIRE", "ttl:p", "o2", 1000)[0] == 1
