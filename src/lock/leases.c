@@ -52,6 +52,7 @@ typedef struct pending {
     int db; /* where it was last seen; -1: not known */
     RedisModuleString *key;
     const lockv *value; /* identity only; NULL once settled or freed */
+    struct lease_timer *t; /* held: the value's entry, still pointed to by the value; or NULL */
     struct pending *next;
 } pending;
 
@@ -117,13 +118,18 @@ static void release_all(lease_timer **v, size_t n) {
     RedisModule_Free(v);
 }
 
-/* Queue `value` (held, last seen at db/key) to be found and armed after the command. */
-static void push_pending(int db, const RedisModuleString *key, const lockv *value) {
+/* Queue `value` (held, last seen at db/key) to be found and armed after the
+ * command. `t`: the value's own entry when the value may still point to it (it
+ * is then held until the drain: re-armed where the value is found, forgotten
+ * if the value is found nowhere); NULL when the value points to no entry. */
+static void push_pending(int db, const RedisModuleString *key, const lockv *value, lease_timer *t) {
     if (detached == NULL) return;
     pending *p = RedisModule_Alloc(sizeof(*p));
     p->db = db;
     p->key = key ? RedisModule_CreateStringFromString(NULL, key) : NULL;
     p->value = value;
+    p->t = t;
+    if (t) hold(t);
     p->next = pendings;
     pendings = p;
     if (!pending_timer_armed) {
@@ -187,7 +193,16 @@ static lockv *value_at(RedisModuleCtx *ctx, int db, RedisModuleString *keyname, 
     return l;
 }
 
+/* Arm or track the lock `l` found at `keyname` in the selected db; an entry it
+ * still points to (its timer lost it) moves to where it was found. */
 static void arm_here(RedisModuleCtx *ctx, RedisModuleString *keyname, lockv *l) {
+    lease_timer *t = l->lease;
+    int db = RedisModule_GetSelectedDb(ctx);
+    if (t && (t->db != db || RedisModule_StringCompare(t->key, keyname) != 0)) {
+        RedisModule_FreeString(NULL, t->key);
+        t->key = RedisModule_CreateStringFromString(NULL, keyname);
+        t->db = db;
+    }
     int replica = RedisModule_GetContextFlags(ctx) & REDISMODULE_CTX_FLAGS_SLAVE;
     arm_or_track_value(ctx, keyname, l, mc_now_ms(), !replica);
 }
@@ -222,9 +237,11 @@ static void lease_timer_fired(RedisModuleCtx *ctx, void *data) {
     }
     RedisModule_CloseKey(key);
     if (!here && !t->dead) {
-        /* Not where it was (a SWAPDB missed, or freed off the main thread): find it. */
-        push_pending(t->db, t->key, t->value);
-        forget(t);
+        /* Not where it was, or hidden by a lookup that did not delete it (an
+         * expired key while clients are paused): find it by a scan. The value
+         * may still point to t, so t stays (held by the pending entry): re-armed
+         * where the value is found, forgotten if it is found nowhere. */
+        push_pending(t->db, t->key, t->value, t);
     }
     release(t);
     RedisModule_SelectDb(ctx, saved);
@@ -275,6 +292,11 @@ static void drain_pending(RedisModuleCtx *ctx) {
         while (draining) {
             pending *p = draining;
             draining = p->next;
+            if (p->t) {
+                /* found nowhere (not even unexpired by a scan): the value is gone */
+                if (p->value && !p->t->dead) forget(p->t);
+                release(p->t);
+            }
             if (p->key) RedisModule_FreeString(NULL, p->key);
             RedisModule_Free(p);
         }
@@ -299,7 +321,7 @@ static void process_pending(RedisModuleCtx *ctx, void *data) {
  * floor past its tokens and arm its lease timer after the command. */
 static void lock_loaded(const lockv *l, int db, const RedisModuleString *key) {
     fencing_saw(l->last_token);
-    if (l->nholders) push_pending(key ? db : -1, key, l);
+    if (l->nholders) push_pending(key ? db : -1, key, l, NULL);
 }
 
 /* `l` left `key` of db `db`: its timer goes; a held value is found again after
@@ -310,7 +332,7 @@ static void lock_unlinked(lockv *l, int db, const RedisModuleString *key) {
         l->lease = NULL;
         forget(t);
     }
-    if (l->nholders) push_pending(db, key, l);
+    if (l->nholders) push_pending(db, key, l, NULL);
 }
 
 /* `l` is being freed. On the main thread its timer and pending entries go; a
@@ -374,25 +396,16 @@ static void on_role_change(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t sub
     /* Grants the old primary made but never replicated may have used tokens up
      * to its clock: issue tokens from well beyond ours. */
     fencing_promoted(mc_now_us());
-    /* The leases this node tracked as a replica now end by its own timers
-     * (each entry held: a lookup may expire a key and forget entries). */
-    int saved = RedisModule_GetSelectedDb(ctx);
+    /* The leases this node tracked as a replica now end by its own timers: each
+     * fires at once and does the work (no key lookup here: the timer callback
+     * holds its entry across one, and waits while clients are paused). */
     uint64_t now_ms = mc_now_ms();
-    size_t n;
-    lease_timer **v = hold_all(-1, 0, &n);
-    for (size_t i = 0; i < n; i++) {
-        lease_timer *t = v[i];
-        lockv *l = t->dead ? NULL : value_at(ctx, t->db, t->key, t->value);
-        if (t->dead) continue;
-        if (l) {
-            arm_or_track_value(ctx, t->key, l, now_ms, 1); /* may forget t */
-        } else {
-            push_pending(t->db, t->key, t->value);
-            forget(t);
-        }
+    for (lease_timer *t = timers; t; t = t->next) {
+        if (t->armed || t->dead) continue;
+        t->timer = RedisModule_CreateTimer(ctx, 0, lease_timer_fired, t);
+        t->armed = 1;
+        t->due_ms = now_ms;
     }
-    release_all(v, n);
-    RedisModule_SelectDb(ctx, saved);
 }
 
 long long leases_tracked(void) {

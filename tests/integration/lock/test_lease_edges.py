@@ -260,9 +260,12 @@ def test_flush_over_held_locks_whose_ttl_passed(server, how):
         r.execute_command("DEBUG", "SET-ACTIVE-EXPIRE", 1)
 
 
-def test_promotion_over_a_held_lock_whose_ttl_passed(servers):
+@pytest.mark.parametrize("paused", [False, True], ids=["running", "paused"])
+def test_promotion_over_a_held_lock_whose_ttl_passed(servers, paused):
     """A replica keeps a logically expired key (replicas do not expire keys);
-    its promotion looks the tracked locks up, which then expires it."""
+    after its promotion the lease timers look the tracked locks up, which
+    expires it. While clients are paused for writes a lookup hides such a key
+    without deleting it: nothing may be freed that the value still points to."""
     primary = servers.new(name="primary")
     replica = servers.replica_of(primary, name="replica")
     pc, rc = primary.client(), replica.client()
@@ -274,8 +277,14 @@ def test_promotion_over_a_held_lock_whose_ttl_passed(servers):
     assert rc.dbsize() == 2
     assert _timers(rc) == 2
     primary.kill()
+    if paused:
+        rc.execute_command("CLIENT", "PAUSE", 60000, "WRITE")
     assert rc.execute_command("REPLICAOF", "NO", "ONE") == b"OK"
     assert rc.ping()
+    if paused:
+        # the timers wait while paused; a lookup then would not delete the key
+        assert rc.dbsize() == 2
+        rc.execute_command("CLIENT", "UNPAUSE")
     _wait_for(lambda: _timers(rc) == 1, "the expired lock's entry goes; the other one's is armed")
     assert [h[0] for h in rc.execute_command("LOCK.INSPECT", "ttl:q")[3]] == [b"o"]
     assert rc.execute_command("LOCK.ACQUIRE", "ttl:p", "o2", 1000)[0] == 1
