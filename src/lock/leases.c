@@ -98,14 +98,14 @@ static int release(lease_timer *t) {
     return dead;
 }
 
-/* The entries (not dead) of db `db` (-1: all) that are armed (`armed` 1), not
- * armed (0) or either (-1), each held; *n of them. Free with release_all. */
-static lease_timer **hold_all(int db, int armed, size_t *n) {
+/* The entries (not dead) of db `db` (-1: all), each held; *n of them. Free
+ * with release_all. */
+static lease_timer **hold_all(int db, size_t *n) {
     size_t cap = 16;
     lease_timer **v = RedisModule_Alloc(cap * sizeof(*v));
     *n = 0;
     for (lease_timer *t = timers; t; t = t->next) {
-        if (t->dead || (db != -1 && t->db != db) || (armed != -1 && t->armed != armed)) continue;
+        if (t->dead || (db != -1 && t->db != db)) continue;
         if (*n == cap) v = RedisModule_Realloc(v, (cap *= 2) * sizeof(*v));
         hold(t);
         v[(*n)++] = t;
@@ -368,7 +368,7 @@ static void on_flush(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t sub, void
     drain_pending(ctx);
     if (fi->sync) return;
     size_t n;
-    lease_timer **v = hold_all(fi->dbnum, -1, &n);
+    lease_timer **v = hold_all(fi->dbnum, &n);
     for (size_t i = 0; i < n; i++) forget(v[i]);
     release_all(v, n);
 }

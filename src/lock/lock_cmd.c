@@ -93,10 +93,11 @@ static int release_hold(RedisModuleCtx *ctx, RedisModuleString **argv, int all) 
         return -2;
     }
     uint64_t now_ms = mc_now_ms();
+    int flags = RedisModule_GetContextFlags(ctx);
     /* The leases that ended go first (replicated as state); the release itself
      * depends on nothing else, so it replicates as called, and its replay ends
      * no lease by its own clock. */
-    if (!lock_replayed(ctx)) lock_expire_leases(ctx, key, argv[1], now_ms);
+    if (!lock_replayed(flags)) lock_expire_leases(ctx, key, argv[1], now_ms);
     size_t len;
     const char *owner = RedisModule_StringPtrLen(argv[2], &len);
     int left = -1;
@@ -109,7 +110,7 @@ static int release_hold(RedisModuleCtx *ctx, RedisModuleString **argv, int all) 
             left = lock_release(l, owner, len);
             if (left == 0) lock_note_hold(granted_ms, now_ms);
             if (left == 0 && client_id) session_drop(ctx, client_id, argv[1], owner, len);
-            lock_commit_verbatim(ctx, key, argv[1], l, now_ms);
+            lock_commit_verbatim(ctx, key, argv[1], l, now_ms, flags);
         }
     }
     RedisModule_CloseKey(key);

@@ -70,8 +70,7 @@ static void replicate_state(RedisModuleCtx *ctx, RedisModuleString *keyname, con
 void lock_commit(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleString *keyname, lockv *l, uint64_t now_ms) {
     if (l->ephemeral && l->nholders == 0) {
         RedisModule_DeleteKey(key);
-        RedisModule_Replicate(ctx, "DEL", "s", keyname);
-        lease_arm(ctx, keyname, NULL, now_ms);
+        RedisModule_Replicate(ctx, "DEL", "s", keyname); /* its lease entry went with the value */
         return;
     }
     replicate_state(ctx, keyname, l);
@@ -79,10 +78,10 @@ void lock_commit(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleString *ke
 }
 
 void lock_commit_verbatim(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleString *keyname, lockv *l,
-                          uint64_t now_ms) {
+                          uint64_t now_ms, int ctx_flags) {
     if (l->ephemeral && l->nholders == 0) {
         RedisModule_DeleteKey(key);
-    } else if (RedisModule_GetContextFlags(ctx) & REDISMODULE_CTX_FLAGS_SLAVE) {
+    } else if (ctx_flags & REDISMODULE_CTX_FLAGS_SLAVE) {
         lease_track(ctx, keyname, l); /* a replica ends nothing itself (its primary replicates ends) */
     } else {
         lease_arm(ctx, keyname, l, now_ms);
@@ -90,8 +89,8 @@ void lock_commit_verbatim(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleS
     RedisModule_ReplicateVerbatim(ctx);
 }
 
-int lock_replayed(RedisModuleCtx *ctx) {
-    return (RedisModule_GetContextFlags(ctx) & (REDISMODULE_CTX_FLAGS_REPLICATED | REDISMODULE_CTX_FLAGS_LOADING)) != 0;
+int lock_replayed(int ctx_flags) {
+    return (ctx_flags & (REDISMODULE_CTX_FLAGS_REPLICATED | REDISMODULE_CTX_FLAGS_LOADING)) != 0;
 }
 
 uint32_t lock_expire_leases(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleString *keyname, uint64_t now_ms) {

@@ -49,14 +49,15 @@ void lock_commit(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleString *ke
 
 /* lock_commit for a change that does not depend on the clock (a release):
  * replicates the command as called instead of the state. Its replay (replica,
- * AOF) must not read the clock either: see lock_replayed. */
+ * AOF) must not read the clock either: see lock_replayed. `ctx_flags`: the
+ * command's RedisModule_GetContextFlags, read once. */
 void lock_commit_verbatim(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleString *keyname, lockv *l,
-                          uint64_t now_ms);
+                          uint64_t now_ms, int ctx_flags);
 
-/* Whether this command is a replay (from the primary or the AOF): it then
- * applies exactly what the primary did, ending no lease by its own clock (the
- * primary replicated every lease end it made). */
-int lock_replayed(RedisModuleCtx *ctx);
+/* Whether the command with these context flags is a replay (from the primary
+ * or the AOF): it then applies exactly what the primary did, ending no lease
+ * by its own clock (the primary replicated every lease end it made). */
+int lock_replayed(int ctx_flags);
 
 /* Drop the ended leases of the lock at `key` (open for writing), commit and
  * serve waiters when something ended. Returns how many ended. */

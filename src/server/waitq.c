@@ -55,14 +55,19 @@ static RedisModuleDict *by_client; /* blocked client handle -> waiter */
 static long long total_waiting;
 static RedisModuleCtx *detached; /* timers armed from type callbacks, which have no context */
 
-static waitq *find_queue(RedisModuleCtx *ctx, RedisModuleString *key) {
+/* The queue of `key` in db `db`, or NULL. */
+static waitq *find_queue_in(int db, const RedisModuleString *key) {
     if (total_waiting == 0) return NULL; /* the common case: nobody waits anywhere */
     char stackbuf[128];
     size_t len;
-    char *id = mc_db_key_buf(RedisModule_GetSelectedDb(ctx), key, stackbuf, sizeof(stackbuf), &len);
+    char *id = mc_db_key_buf(db, key, stackbuf, sizeof(stackbuf), &len);
     waitq *q = RedisModule_DictGetC(queues, id, len, NULL);
     if (id != stackbuf) RedisModule_Free(id);
     return q;
+}
+
+static waitq *find_queue(RedisModuleCtx *ctx, RedisModuleString *key) {
+    return find_queue_in(RedisModule_GetSelectedDb(ctx), key);
 }
 
 int waitq_can_block(RedisModuleCtx *ctx) {
@@ -318,12 +323,16 @@ void waitq_block(RedisModuleCtx *ctx, const waitq_ops *ops, RedisModuleString *k
     }
 }
 
-void waitq_kick(RedisModuleCtx *ctx, RedisModuleString *key) {
-    waitq *q = find_queue(ctx, key);
+/* Have `q`'s timer serve it at once (when anyone waits). */
+static void kick(RedisModuleCtx *ctx, waitq *q) {
     if (q && q->head) {
         q->kicked = 1;
         arm(ctx, q, 0);
     }
+}
+
+void waitq_kick(RedisModuleCtx *ctx, RedisModuleString *key) {
+    kick(ctx, find_queue(ctx, key));
 }
 
 void waitq_kick_db(RedisModuleCtx *ctx, int db) {
@@ -332,10 +341,7 @@ void waitq_kick_db(RedisModuleCtx *ctx, int db) {
     waitq *q;
     /* arm() changes no dict entry: kicking while iterating is safe */
     while (RedisModule_DictNextC(it, NULL, (void **)&q)) {
-        if ((db == -1 || q->db == db) && q->head) {
-            q->kicked = 1;
-            arm(ctx, q, 0);
-        }
+        if (db == -1 || q->db == db) kick(ctx, q);
     }
     RedisModule_DictIteratorStop(it);
 }
@@ -344,16 +350,8 @@ void waitq_key_gone(int db, const RedisModuleString *key) {
     /* Not in a cluster: there MIGRATE deletes the key while its slot is still
      * this node's, and a waiter served then would write into a slot being
      * moved; waiters there are served at their next try (or get TRYAGAIN). */
-    if (total_waiting == 0 || mc_cluster_enabled || detached == NULL) return;
-    char stackbuf[128];
-    size_t len;
-    char *id = mc_db_key_buf(db, key, stackbuf, sizeof(stackbuf), &len);
-    waitq *q = RedisModule_DictGetC(queues, id, len, NULL);
-    if (id != stackbuf) RedisModule_Free(id);
-    if (q && q->head) {
-        q->kicked = 1;
-        arm(detached, q, 0); /* served by the timer, after the command that removed the key */
-    }
+    if (mc_cluster_enabled || detached == NULL) return;
+    kick(detached, find_queue_in(db, key)); /* served by the timer, after the command that removed the key */
 }
 
 void waitq_init(RedisModuleCtx *ctx) {
