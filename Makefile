@@ -10,7 +10,7 @@
 #   make fuzz       run every libFuzzer target for FUZZ_SECONDS (default 600) seconds
 #   make mutants    apply each hand-written bug in tests/mutants/ and check that its tests fail
 #   make soak       the model-based tests and history checkers with many more examples
-#   make flake-loop the integration suite RUNS (50) times in a row beside BURNERS (2) CPU burners
+#   make flake-loop the integration suite RUNS (50) times in a row beside BURNERS (2) CPU burners, JOBS (3) workers
 #
 # REDISMODULE_H=/path/to/redismodule.h uses that header instead of fetching the
 # installed server's from Debian's redis source package (scripts/fetch-redismodule-h.sh).
@@ -189,11 +189,13 @@ deps-bench:
 	@sh scripts/deps.sh build bench
 
 # The integration suite RUNS times in a row beside BURNERS CPU-burning processes,
-# stopping at the first failure (logs in build/flake-loop/).
+# each run in JOBS pytest-xdist workers, stopping at the first failure (logs in
+# build/flake-loop/).
 RUNS ?= 50
 BURNERS ?= 2
-flake-loop: $(MODULE)
-	RUNS=$(RUNS) BURNERS=$(BURNERS) MCAPTCHA_MODULE=$(CURDIR)/$(MODULE) PYTHON=$(PYTHON) sh scripts/flake-loop.sh
+JOBS ?= 3
+flake-loop: deps-test $(MODULE)
+	RUNS=$(RUNS) BURNERS=$(BURNERS) JOBS=$(JOBS) MCAPTCHA_MODULE=$(CURDIR)/$(MODULE) PYTHON=$(PYTHON) sh scripts/flake-loop.sh
 
 # The module API's floor (bench/floor/floor.c): measurement only, built for the bench.
 FLOOR_MODULE := $(BUILD)/bench/floor.so

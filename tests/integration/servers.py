@@ -47,20 +47,39 @@ def _port_is_free(port):
         s.close()
 
 
+def _worker_share():
+    """(index, count) of this pytest-xdist worker, or (0, 1) outside xdist.
+
+    Parallel workers take ports from disjoint classes ((port >> 1) % 4: Linux
+    hands out mostly odd ports to bind(0), so the low bit would split nothing),
+    so a server restarted on its old port never finds it taken by another
+    worker (up to 4 workers). The offsets used (10000 for a cluster bus) keep a
+    bus port in its worker's class too."""
+    name = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if not name.startswith("gw"):
+        return 0, 1
+    return int(name[2:]) % _PORT_CLASSES, _PORT_CLASSES
+
+
+_PORT_CLASSES = 4
+
+
 def find_free_port(offsets=()):
     """A TCP port on 127.0.0.1 that is free now (found by binding port 0).
 
     ``offsets``: further ports (port + offset) that must be free as well, e.g.
     (10000,) for a Redis Cluster bus port. Ports are not handed out twice by
-    this process."""
-    for _ in range(500):
+    this process, and under pytest-xdist each worker has its own share of
+    ports (see _worker_share)."""
+    index, count = _worker_share()
+    for _ in range(2000):
         s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         try:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
         finally:
             s.close()
-        if port in _handed_out_ports:
+        if port in _handed_out_ports or (port >> 1) % count != index:
             continue
         if not all(_port_is_free(port + o) for o in offsets):
             continue
