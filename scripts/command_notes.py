@@ -78,14 +78,14 @@ NOTES = {
     "RL.WINDOW_SET": ("`OK`. " + INTERNAL, "`ERR invalid window state: …`.", "RL.WINDOW_SET login:1.2.3.4 60000 5 1700000000000 0"),
     # ---- locks ----
     "LOCK.ACQUIRE": (
-        "Granted: `[1, fencing token, lease_ms]`; refused: `[0, -1, ms until the earliest lease ends (-1 when nobody holds it)]`. With WAIT the caller blocks, first come first served, until granted or its timeout.",
-        "`ERR owner must be 1 to 256 bytes`; range errors; `ERR unknown option '…' for LOCK.ACQUIRE; expected PERMITS n, REENTRANT, SESSION, WAIT timeout-ms`; `ERR PERMITS needs a value (n)`, `ERR WAIT needs a value (timeout-ms)`; `ERR PERMITS differs from the semaphore's size …`; `ERR the lock's fencing tokens are exhausted …`; `ERR SESSION is not allowed in scripts …` (EVAL/FCALL); `WRONGTYPE` (also on an RL.CONCURRENCY key).",
+        "Granted: `[1, fencing token, lease_ms]`; refused: `[0, -1, ms until the earliest lease ends (-1 when nobody holds it)]`. With WAIT the caller blocks, first come first served, until granted or its timeout. With LOCKDELAY, a hold that ends without a release (its lease ran out, its SESSION closed) keeps its permit taken by nobody for that many ms more (shown by LOCK.INSPECT with count 0).",
+        "`ERR owner must be 1 to 256 bytes`; range errors; `ERR unknown option '…' for LOCK.ACQUIRE; expected PERMITS n, REENTRANT, SESSION, LOCKDELAY delay-ms, WAIT timeout-ms`; `ERR PERMITS needs a value (n)`, `ERR LOCKDELAY needs a value (delay-ms)`, `ERR WAIT needs a value (timeout-ms)`; `ERR PERMITS differs from the semaphore's size …`; `ERR the lock's fencing tokens are exhausted …`; `ERR SESSION is not allowed in scripts …` (EVAL/FCALL); `WRONGTYPE` (also on an RL.CONCURRENCY key).",
         "LOCK.ACQUIRE orders:42 worker-7 10000 WAIT 5000"),
     "LOCK.RELEASE": ("Integer: the acquisitions the owner still holds (0: released; the next waiter is served).",
                      "`ERR the lock is not held by this owner`; `WRONGTYPE`.", "LOCK.RELEASE orders:42 worker-7"),
     "LOCK.EXTEND": ("Integer: the new lease in ms, counted from now.", "`ERR the lock is not held by this owner`; range errors; `WRONGTYPE`.",
                     "LOCK.EXTEND orders:42 worker-7 10000"),
-    "LOCK.INSPECT": ("Array `[permits, last fencing token, waiters, [[owner, lease_ms left, token, count], …]]`, or nil when there is no such lock.",
+    "LOCK.INSPECT": ("Array `[permits, last fencing token, waiters, [[owner, lease_ms left, token, count], …]]`, or nil when there is no such lock. An entry with count 0 is a lock-delay: its owner's hold ended without a release, and the permit stays taken for the ms shown.",
                      "`WRONGTYPE`.", "LOCK.INSPECT orders:42"),
     "LOCK.STATE": ("`OK`. " + INTERNAL, "`ERR invalid lock state: …` naming the field.",
                    "LOCK.STATE orders:42 1 1700000000000123 1 worker-7 1700000010000 1 1700000000000123"),

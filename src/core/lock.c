@@ -24,7 +24,7 @@ void lock_free(lockv *l) {
 
 /* Append a holder (copies the owner). 0, or -1 when out of memory. */
 static int push_holder(lockv *l, const char *owner, size_t len, uint64_t expires, uint32_t count, uint64_t token,
-                       uint64_t client_id) {
+                       uint64_t client_id, uint64_t delay_ms) {
     lock_holder *hs = mc_malloc((l->nholders + 1) * sizeof(*hs));
     char *o = mc_malloc(len ? len : 1);
     if (hs == NULL || o == NULL) {
@@ -44,6 +44,7 @@ static int push_holder(lockv *l, const char *owner, size_t len, uint64_t expires
     h->token = token;
     h->client_id = client_id;
     h->granted_ms = 0;
+    h->delay_ms = delay_ms;
     return 0;
 }
 
@@ -60,7 +61,7 @@ lockv *lock_dup(const lockv *l) {
     d->ephemeral = l->ephemeral;
     for (uint32_t i = 0; i < l->nholders; i++) {
         const lock_holder *h = &l->holders[i];
-        if (push_holder(d, h->owner, h->owner_len, h->expires_ms, h->count, h->token, h->client_id) != 0) {
+        if (push_holder(d, h->owner, h->owner_len, h->expires_ms, h->count, h->token, h->client_id, h->delay_ms) != 0) {
             lock_free(d);
             return NULL;
         }
@@ -70,29 +71,53 @@ lockv *lock_dup(const lockv *l) {
     return d;
 }
 
-uint32_t lock_expire(lockv *l, uint64_t now_ms) {
-    uint32_t gone = 0;
-    for (uint32_t i = 0; i < l->nholders;) {
-        if (l->holders[i].expires_ms <= now_ms) {
-            remove_holder(l, i);
-            gone++;
-        } else {
-            i++;
-        }
+void lock_end_hold(lockv *l, uint32_t i, uint64_t end_ms) {
+    lock_holder *h = &l->holders[i];
+    if (h->delay_ms == 0 || h->count == 0) {
+        remove_holder(l, i);
+        return;
     }
-    return gone;
+    h->count = 0;
+    h->client_id = 0;
+    h->expires_ms = end_ms + h->delay_ms;
+}
+
+uint32_t lock_expire(lockv *l, uint64_t now_ms, uint32_t *leases_ended) {
+    uint32_t changed = 0, ended = 0;
+    for (uint32_t i = 0; i < l->nholders;) {
+        lock_holder *h = &l->holders[i];
+        if (h->expires_ms > now_ms) {
+            i++;
+            continue;
+        }
+        changed++;
+        if (h->count > 0) {
+            ended++;
+            if (h->delay_ms > 0) {
+                lock_end_hold(l, i, h->expires_ms); /* in place: the delay runs from the lease end */
+                if (h->expires_ms > now_ms) {
+                    i++;
+                    continue;
+                }
+            }
+        }
+        remove_holder(l, i); /* no delay, or a lock-delay slot that ended too */
+    }
+    if (leases_ended) *leases_ended = ended;
+    return changed;
 }
 
 int lock_find(const lockv *l, const char *owner, size_t len) {
     for (uint32_t i = 0; i < l->nholders; i++) {
         const lock_holder *h = &l->holders[i];
-        if (h->owner_len == len && memcmp(h->owner, owner, len) == 0) return (int)i;
+        if (h->count > 0 && h->owner_len == len && memcmp(h->owner, owner, len) == 0) return (int)i;
     }
     return -1;
 }
 
 lock_outcome lock_acquire(lockv *l, const char *owner, size_t len, uint64_t now_ms, uint64_t lease_ms,
-                          int reentrant, uint64_t client_id, uint64_t token_floor, uint64_t *token) {
+                          uint64_t delay_ms, int reentrant, uint64_t client_id, uint64_t token_floor,
+                          uint64_t *token) {
     int i = lock_find(l, owner, len);
     if (i >= 0) {
         lock_holder *h = &l->holders[i];
@@ -105,7 +130,7 @@ lock_outcome lock_acquire(lockv *l, const char *owner, size_t len, uint64_t now_
     if (l->nholders >= l->permits) return LOCK_BUSY;
     uint64_t t = l->last_token + 1 > token_floor ? l->last_token + 1 : token_floor;
     if (l->last_token >= LOCK_MAX_TOKEN || t > LOCK_MAX_TOKEN) return LOCK_EXHAUSTED;
-    if (push_holder(l, owner, len, now_ms + lease_ms, 1, t, client_id) != 0) return LOCK_BUSY;
+    if (push_holder(l, owner, len, now_ms + lease_ms, 1, t, client_id, delay_ms) != 0) return LOCK_BUSY;
     l->holders[l->nholders - 1].granted_ms = now_ms;
     l->last_token = t;
     *token = t;
@@ -129,12 +154,12 @@ int lock_extend(lockv *l, const char *owner, size_t len, uint64_t now_ms, uint64
 }
 
 int lock_restore_holder(lockv *l, const char *owner, size_t len, uint64_t expires_ms, uint32_t count,
-                        uint64_t token) {
-    if (len == 0 || len > LOCK_MAX_OWNER_BYTES || count == 0 || token == 0 || token > l->last_token ||
-        l->last_token > LOCK_MAX_TOKEN ||
-        l->nholders >= LOCK_MAX_PERMITS || lock_find(l, owner, len) >= 0)
+                        uint64_t token, uint64_t delay_ms, int delay_slots_ok) {
+    if (len == 0 || len > LOCK_MAX_OWNER_BYTES || (count == 0 && !delay_slots_ok) || token == 0 ||
+        token > l->last_token || l->last_token > LOCK_MAX_TOKEN || delay_ms > LOCK_MAX_LEASE_MS ||
+        l->nholders >= LOCK_MAX_PERMITS || (count > 0 && lock_find(l, owner, len) >= 0))
         return -1;
-    return push_holder(l, owner, len, expires_ms, count, token, 0);
+    return push_holder(l, owner, len, expires_ms, count, token, 0, delay_ms);
 }
 
 uint64_t lock_next_expiry(const lockv *l) {
@@ -144,10 +169,27 @@ uint64_t lock_next_expiry(const lockv *l) {
     return e;
 }
 
+uint64_t lock_entry_end(const lock_holder *h, uint64_t now_ms) {
+    if (h->count > 0 && h->expires_ms <= now_ms && h->delay_ms > 0) return h->expires_ms + h->delay_ms;
+    return h->expires_ms;
+}
+
 uint32_t lock_live_holders(const lockv *l, uint64_t now_ms) {
     uint32_t n = 0;
-    for (uint32_t i = 0; i < l->nholders; i++) n += l->holders[i].expires_ms > now_ms;
+    for (uint32_t i = 0; i < l->nholders; i++) n += lock_entry_end(&l->holders[i], now_ms) > now_ms;
     return n;
+}
+
+int lock_check_delays(const lockv *l) {
+    for (uint32_t i = 0; i < l->nholders; i++)
+        if (l->holders[i].count == 0 && l->holders[i].delay_ms == 0) return -1;
+    return l->ephemeral && lock_has_delays(l) ? -1 : 0;
+}
+
+int lock_has_delays(const lockv *l) {
+    for (uint32_t i = 0; i < l->nholders; i++)
+        if (l->holders[i].delay_ms > 0 || l->holders[i].count == 0) return 1;
+    return 0;
 }
 
 size_t lock_mem_usage(const lockv *l) {

@@ -5,6 +5,15 @@
  * milliseconds, a reentrancy count and the fencing token of its grant. A lease
  * that has ended no longer holds anything.
  *
+ * Lock-delay (Burrows, "The Chubby lock service", OSDI 2006, section 2.4; Consul's
+ * session LockDelay): a grant may carry a delay d in ms. When its hold ends
+ * without a release -- the lease ran out, or its session's connection closed --
+ * its permit stays taken by nobody for d ms more, so a holder that stalled past
+ * its lease can notice before the next holder acts. Such a permit is a holder
+ * entry with count 0 (a "lock-delay slot"): it keeps the owner and token it
+ * had, matches no owner (release, extend and reentry ignore it), and ends at
+ * expires_ms like a lease. A release by the owner frees the permit at once.
+ *
  * Fencing tokens (Kleppmann, "How to do distributed locking", 2016): every grant
  * gets a number larger than any the lock gave before, so a resource can refuse
  * a writer whose token is older than one it has seen. The lock keeps the last
@@ -27,9 +36,10 @@
 typedef struct lock_holder {
     char *owner;          /* owner token, owner_len bytes (not NUL-terminated) */
     uint32_t owner_len;
-    uint32_t count;       /* reentrant acquisitions still to release, >= 1 */
-    uint64_t expires_ms;  /* lease end, Unix ms */
+    uint32_t count;       /* reentrant acquisitions still to release, >= 1; 0: a lock-delay slot */
+    uint64_t expires_ms;  /* lease end (a lock-delay slot: the delay's end), Unix ms */
     uint64_t token;       /* fencing token of this grant */
+    uint64_t delay_ms;    /* lock-delay of this grant, ms (0: none; <= LOCK_MAX_LEASE_MS) */
     uint64_t client_id;   /* session mode: the owner's connection; 0 = none (never persisted) */
     uint64_t granted_ms;  /* when lock_acquire granted it, Unix ms; 0 = not known here (restored,
                            * replicated); for the hold-time metric, never persisted */
@@ -57,18 +67,28 @@ lockv *lock_new(uint32_t permits);
 void lock_free(lockv *l);
 lockv *lock_dup(const lockv *l);
 
-/* Drop the holders whose lease ended at or before now_ms; returns how many. */
-uint32_t lock_expire(lockv *l, uint64_t now_ms);
+/* Apply the passage of time up to now_ms: a lease that ended at or before it
+ * becomes a lock-delay slot (until its end + its delay) or, without a delay,
+ * is dropped; a lock-delay slot that ended is dropped. Returns how many entries
+ * changed (0: nothing did); *leases_ended (may be NULL) gets how many of them
+ * were leases of holders (count >= 1) ending. */
+uint32_t lock_expire(lockv *l, uint64_t now_ms, uint32_t *leases_ended);
 
-/* Index of the holder with this owner, or -1. */
+/* End holder i's hold at end_ms without a release (its session closed): with a
+ * lock-delay it becomes a lock-delay slot until end_ms + delay, otherwise it is
+ * removed. */
+void lock_end_hold(lockv *l, uint32_t i, uint64_t end_ms);
+
+/* Index of the holder with this owner (lock-delay slots are nobody's), or -1. */
 int lock_find(const lockv *l, const char *owner, size_t len);
 
-/* Acquire for `owner` at now_ms with a lease of lease_ms. A new grant's token is
- * max(last_token + 1, token_floor), stored in *token, and its granted_ms is
- * now_ms (a reentry keeps both). The caller has dropped ended leases first
- * (lock_expire). */
+/* Acquire for `owner` at now_ms with a lease of lease_ms and a lock-delay of
+ * delay_ms (0: none). A new grant's token is max(last_token + 1, token_floor),
+ * stored in *token, and its granted_ms is now_ms (a reentry keeps both, and its
+ * delay). The caller has applied the time first (lock_expire). */
 lock_outcome lock_acquire(lockv *l, const char *owner, size_t len, uint64_t now_ms, uint64_t lease_ms,
-                          int reentrant, uint64_t client_id, uint64_t token_floor, uint64_t *token);
+                          uint64_t delay_ms, int reentrant, uint64_t client_id, uint64_t token_floor,
+                          uint64_t *token);
 
 /* Release one acquisition of `owner`. Returns the count still held (0: the
  * permit is free), or -1 when `owner` holds nothing. */
@@ -77,15 +97,30 @@ int lock_release(lockv *l, const char *owner, size_t len);
 /* Renew `owner`'s lease to end lease_ms after now_ms. 0, or -1 when not held. */
 int lock_extend(lockv *l, const char *owner, size_t len, uint64_t now_ms, uint64_t lease_ms);
 
-/* Add a holder as persisted (restore); checks sizes. 0 or -1. */
+/* Add a holder as persisted (restore); checks sizes. count 0 (a lock-delay
+ * slot) only when `delay_slots_ok` (formats that carry lock-delays); a live
+ * holder's owner must be unique among live holders. 0 or -1. */
 int lock_restore_holder(lockv *l, const char *owner, size_t len, uint64_t expires_ms, uint32_t count,
-                        uint64_t token);
+                        uint64_t token, uint64_t delay_ms, int delay_slots_ok);
 
-/* The earliest lease end, or 0 when nobody holds the lock. */
+/* The earliest end of a lease or lock-delay slot, or 0 when there is none. */
 uint64_t lock_next_expiry(const lockv *l);
 
-/* Holders whose lease has not ended at now_ms. */
+/* When entry h stops taking a permit, as seen at now_ms without changing
+ * anything: its expires_ms, except for a lease that ended at or before now_ms
+ * with a lock-delay still to run (lock_expire not applied yet): that delay's
+ * end. At or before now_ms: the permit is free. */
+uint64_t lock_entry_end(const lock_holder *h, uint64_t now_ms);
+
+/* Permits taken at now_ms: entries whose lock_entry_end is after now_ms. */
 uint32_t lock_live_holders(const lockv *l, uint64_t now_ms);
+
+/* Whether any entry has a lock-delay (set, or running as a slot). */
+int lock_has_delays(const lockv *l);
+
+/* A restored lock's lock-delays make sense: every lock-delay slot (count 0)
+ * has its delay, and a concurrency limit (ephemeral) has none. 0 or -1. */
+int lock_check_delays(const lockv *l);
 
 size_t lock_mem_usage(const lockv *l);
 

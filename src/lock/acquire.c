@@ -49,14 +49,14 @@ static int reply_acquire(RedisModuleCtx *ctx, const lock_reply *r) {
     return RedisModule_ReplyWithLongLong(ctx, r->ms);
 }
 
-/* The leases of `l` still running at now_ms (ended ones not yet dropped are
- * ignored, so this only reads): how many, and the earliest and latest end
- * (*first = *last = 0 when none). */
+/* The permits of `l` taken at now_ms, by leases still running or lock-delays
+ * (lock_entry_end: ended ones not yet dropped are ignored, so this only reads):
+ * how many, and the earliest and latest end (*first = *last = 0 when none). */
 static uint32_t live_bounds(const lockv *l, uint64_t now_ms, uint64_t *first, uint64_t *last) {
     uint32_t n = 0;
     *first = *last = 0;
     for (uint32_t i = 0; l && i < l->nholders; i++) {
-        uint64_t e = l->holders[i].expires_ms;
+        uint64_t e = lock_entry_end(&l->holders[i], now_ms);
         if (e <= now_ms) continue;
         n++;
         if (*first == 0 || e < *first) *first = e;
@@ -108,8 +108,8 @@ static int try_acquire(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleStri
     uint32_t old_permits = l->permits;
     l->permits = (uint32_t)req->permits;
     uint64_t token = 0;
-    lock_outcome o = lock_acquire(l, req->owner, req->owner_len, now_ms, req->lease_ms, req->reentrant,
-                                  req->client_id, fencing_floor(now_us), &token);
+    lock_outcome o = lock_acquire(l, req->owner, req->owner_len, now_ms, req->lease_ms, req->delay_ms,
+                                  req->reentrant, req->client_id, fencing_floor(now_us), &token);
     out->error = 0;
     out->rl_style = req->rl_style;
     if (o == LOCK_EXHAUSTED) {

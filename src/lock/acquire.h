@@ -14,6 +14,7 @@ typedef struct lock_req {
     char *owner;
     size_t owner_len;
     uint64_t lease_ms;
+    uint64_t delay_ms;  /* LOCKDELAY: the grant's lock-delay (core/lock.h), 0: none */
     uint64_t permits;
     int reentrant;
     uint64_t client_id; /* SESSION: the requesting connection, else 0 */

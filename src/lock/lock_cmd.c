@@ -1,6 +1,7 @@
 /* lock_cmd.c -- leased locks done on the server: the LOCK.* commands.
  *
- *   LOCK.ACQUIRE key owner lease-ms [PERMITS n] [REENTRANT] [SESSION] [WAIT timeout-ms]
+ *   LOCK.ACQUIRE key owner lease-ms [PERMITS n] [REENTRANT] [SESSION] [LOCKDELAY delay-ms]
+ *                [WAIT timeout-ms]
  *   LOCK.RELEASE key owner       LOCK.EXTEND key owner lease-ms      LOCK.INSPECT key
  *   LOCK.STATE key ...           internal: replication and AOF
  *
@@ -36,15 +37,18 @@
 #include "server/waitq.h"
 
 #define ERR_NOT_OWNER "ERR the lock is not held by this owner"
-#define LOCK_ACQUIRE_OPTIONS "PERMITS n, REENTRANT, SESSION, WAIT timeout-ms"
+#define LOCK_ACQUIRE_OPTIONS "PERMITS n, REENTRANT, SESSION, LOCKDELAY delay-ms, WAIT timeout-ms"
 
 /* ==== Commands ==== */
 
-/* LOCK.ACQUIRE <key> <owner> <lease ms> [PERMITS <n>] [REENTRANT] [SESSION] [WAIT <timeout ms>]
+/* LOCK.ACQUIRE <key> <owner> <lease ms> [PERMITS <n>] [REENTRANT] [SESSION] [LOCKDELAY <delay ms>]
+ *              [WAIT <timeout ms>]
  * Reply: [1, fencing token, lease ms] when granted; [0, -1, ms until the earliest
  * lease ends (-1 if unknown)] when not. With WAIT the caller blocks, first come
  * first served, until granted or the timeout (then refused as above). SESSION is
- * refused inside scripts (EVAL/FCALL); MULTI/EXEC keeps the caller's connection. */
+ * refused inside scripts (EVAL/FCALL); MULTI/EXEC keeps the caller's connection.
+ * LOCKDELAY: if this grant's hold ends without a release (lease end, session
+ * closed), its permit stays taken by nobody for <delay ms> more (core/lock.h). */
 static int LockAcquire_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc < 4) return RedisModule_WrongArity(ctx);
     lock_req req = {0};
@@ -63,6 +67,10 @@ static int LockAcquire_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **arg
         } else if (mc_is_word(argv[i], "PERMITS")) {
             if (i + 1 >= argc) return mc_reply_needs_value(ctx, "PERMITS", "n");
             if (mc_parse_u64(argv[++i], 1, LOCK_MAX_PERMITS, &req.permits)) return mc_reply_range(ctx, "PERMITS", 1, LOCK_MAX_PERMITS);
+        } else if (mc_is_word(argv[i], "LOCKDELAY")) {
+            if (i + 1 >= argc) return mc_reply_needs_value(ctx, "LOCKDELAY", "delay-ms");
+            if (mc_parse_u64(argv[++i], 0, LOCK_MAX_LEASE_MS, &req.delay_ms))
+                return mc_reply_range(ctx, "LOCKDELAY", 0, LOCK_MAX_LEASE_MS);
         } else if (mc_is_word(argv[i], "WAIT")) {
             if (i + 1 >= argc) return mc_reply_needs_value(ctx, "WAIT", "timeout-ms");
             if (mc_parse_u64(argv[++i], 0, 1ULL << 40, &wait_ms)) return mc_reply_range(ctx, "WAIT", 0, 1ULL << 40);
@@ -155,8 +163,9 @@ static int LockExtend_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv
 
 /* LOCK.INSPECT <key>
  * Reply: [permits, last fencing token, waiters, [[owner, lease ms left, token,
- * count], ...]] for the leases still running; nil when there is no such lock.
- * Read-only (runs on replicas). */
+ * count], ...]] for the leases still running and the lock-delays (count 0, ms
+ * until the delay ends: the owner's hold ended without a release); nil when
+ * there is no such lock. Read-only (runs on replicas). */
 static int LockInspect_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc != 2) return RedisModule_WrongArity(ctx);
     RedisModuleKey *key;
@@ -175,18 +184,20 @@ static int LockInspect_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **arg
     RedisModule_ReplyWithArray(ctx, lock_live_holders(l, now_ms));
     for (uint32_t i = 0; i < l->nholders; i++) {
         lock_holder *h = &l->holders[i];
-        if (h->expires_ms <= now_ms) continue;
+        uint64_t end = lock_entry_end(h, now_ms);
+        if (end <= now_ms) continue;
         RedisModule_ReplyWithArray(ctx, 4);
         RedisModule_ReplyWithStringBuffer(ctx, h->owner, h->owner_len);
-        RedisModule_ReplyWithLongLong(ctx, (long long)(h->expires_ms - now_ms));
+        RedisModule_ReplyWithLongLong(ctx, (long long)(end - now_ms));
         RedisModule_ReplyWithLongLong(ctx, (long long)h->token);
-        RedisModule_ReplyWithLongLong(ctx, h->count);
+        RedisModule_ReplyWithLongLong(ctx, h->expires_ms > now_ms ? h->count : 0);
     }
     RedisModule_CloseKey(key);
     return REDISMODULE_OK;
 }
 
 /* LOCK.STATE <key> <permits> <last token> <nholders> [<owner> <lease end unix ms> <count> <token>]...
+ *            [DELAY <holder index> <delay ms>]... [EPHEMERAL]
  * Internal (replication, AOF; server/internal.h): replaces <key>'s value with exactly this
  * lock state, keeping the key's TTL (as the lock command it replicates did on the primary). */
 static int LockState_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {

@@ -19,7 +19,8 @@
 #define LOCK_TYPE_NAME "mcap-lock"
 #define LOCK_ENCVER_1 1 /* permits, last_token, holders (owner, expires_ms, count, token) */
 #define LOCK_ENCVER_2 2 /* + flags (ephemeral) */
-#define LOCK_ENCVER_LATEST LOCK_ENCVER_2
+#define LOCK_ENCVER_3 3 /* + each holder's delay_ms; count 0 allowed (a lock-delay slot) */
+#define LOCK_ENCVER_LATEST LOCK_ENCVER_3
 #define LOCK_MAX_TIME_MS (1ULL << 48)
 #define CMD_LOCK_STATE "LOCK.STATE"
 

@@ -12,6 +12,8 @@ static RedisModuleCommandArg args_lock_acquire[] = {
      .flags = REDISMODULE_CMD_ARG_OPTIONAL},
     {.name = "session", .type = REDISMODULE_ARG_TYPE_PURE_TOKEN, .key_spec_index = -1, .token = "SESSION",
      .flags = REDISMODULE_CMD_ARG_OPTIONAL},
+    OPT_INT("LOCKDELAY", "delay-ms",
+            "milliseconds the permit stays taken after this hold ends without a release (lease end, session closed)"),
     OPT_INT("WAIT", "timeout-ms", "block up to this many milliseconds, first come first served"),
     {0}};
 static RedisModuleCommandArg args_lock_owner[] = {ARG_KEY("key", 0, NULL), ARG_STR("owner", NULL), {0}};
@@ -21,10 +23,16 @@ static RedisModuleCommandArg args_lock_key[] = {ARG_KEY("key", 0, NULL), {0}};
 static RedisModuleCommandArg args_lock_holder[] = {
     ARG_STR("owner", NULL), ARG_UNIX_MS("lease-end-unix-time-milliseconds", NULL), ARG_INT("count", NULL),
     ARG_INT("token", NULL), {0}};
+static RedisModuleCommandArg args_lock_delay[] = {
+    {.name = "delay", .type = REDISMODULE_ARG_TYPE_PURE_TOKEN, .key_spec_index = -1, .token = "DELAY"},
+    ARG_INT("holder-index", "0-based position among the holders"), ARG_INT("delay-ms", "the holder's lock-delay"),
+    {0}};
 static RedisModuleCommandArg args_lock_state[] = {
     ARG_KEY("key", 0, NULL), ARG_INT("permits", NULL), ARG_INT("last_token", NULL), ARG_INT("nholders", NULL),
     {.name = "holder", .type = REDISMODULE_ARG_TYPE_BLOCK, .key_spec_index = -1,
      .flags = REDISMODULE_CMD_ARG_MULTIPLE | REDISMODULE_CMD_ARG_OPTIONAL, .subargs = args_lock_holder},
+    {.name = "lock-delay", .type = REDISMODULE_ARG_TYPE_BLOCK, .key_spec_index = -1,
+     .flags = REDISMODULE_CMD_ARG_MULTIPLE | REDISMODULE_CMD_ARG_OPTIONAL, .subargs = args_lock_delay},
     {.name = "ephemeral", .type = REDISMODULE_ARG_TYPE_PURE_TOKEN, .key_spec_index = -1, .token = "EPHEMERAL",
      .summary = "a concurrency limit's key (RL.CONCURRENCY), deleted once nobody holds it",
      .flags = REDISMODULE_CMD_ARG_OPTIONAL},
@@ -41,7 +49,9 @@ mc_cmdinfo lock_cmdinfo[] = {
     {"LOCK.RELEASE", INFO("Releases the owner's hold; serves the next waiter", "O(P)", 3, KS_RW, args_lock_owner)},
     {"LOCK.EXTEND", INFO("Renews the owner's lease (milliseconds from now)", "O(P)", 4, KS_RW, args_lock_extend)},
     {"LOCK.INSPECT",
-     INFO("Shows permits, the last fencing token, waiters and holders [owner, lease_ms, token, count]", "O(P)", 2,
+     INFO("Shows permits, the last fencing token, waiters and holders [owner, lease_ms, token, count (0: a "
+          "lock-delay)]",
+          "O(P)", 2,
           KS_RO, args_lock_key)},
     {"RL.CONCURRENCY",
      INFO("Concurrency limit with leases: [allowed, remaining, retry_after_ms, reset_after_ms]", "O(N) for N slots",

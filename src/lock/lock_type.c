@@ -5,6 +5,8 @@
  * RDB layout (RedisModule_SaveUnsigned, owner with SaveStringBuffer):
  *   encver 1: permits, last_token, nholders, nholders x (owner, expires_ms, count, token)
  *   encver 2: the same, then flags (bit 0: ephemeral, a concurrency limit)
+ *   encver 3: permits, last_token, nholders, nholders x (owner, expires_ms, count,
+ *             token, delay_ms), flags; count 0 is a lock-delay slot (core/lock.h)
  * Lease ends are absolute Unix milliseconds. A session holder's connection is
  * not persisted: after a restart or failover its lease is what ends it. */
 #include <string.h>
@@ -30,12 +32,13 @@ static void LockRdbSave(RedisModuleIO *rdb, void *value) {
         RedisModule_SaveUnsigned(rdb, h->expires_ms);
         RedisModule_SaveUnsigned(rdb, h->count);
         RedisModule_SaveUnsigned(rdb, h->token);
+        RedisModule_SaveUnsigned(rdb, h->delay_ms);
     }
     RedisModule_SaveUnsigned(rdb, l->ephemeral ? 1 : 0);
 }
 
 static void *LockRdbLoad(RedisModuleIO *rdb, int encver) {
-    if (encver != LOCK_ENCVER_1 && encver != LOCK_ENCVER_2) {
+    if (encver < LOCK_ENCVER_1 || encver > LOCK_ENCVER_3) {
         RedisModule_LogIOError(rdb, "warning", "mcaptcha_cache: lock encoding version %d is not one this module reads (%d)",
                                encver, LOCK_ENCVER_LATEST);
         return NULL;
@@ -56,8 +59,16 @@ static void *LockRdbLoad(RedisModuleIO *rdb, int encver) {
         uint64_t count = bad ? 0 : RedisModule_LoadUnsigned(rdb);
         bad = bad || RedisModule_IsIOError(rdb) || count > UINT32_MAX;
         uint64_t token = bad ? 0 : RedisModule_LoadUnsigned(rdb);
-        bad = bad || RedisModule_IsIOError(rdb) ||
-              lock_restore_holder(l, owner, len, expires, (uint32_t)count, token) != 0;
+        bad = bad || RedisModule_IsIOError(rdb);
+        uint64_t delay = bad || encver < LOCK_ENCVER_3 ? 0 : RedisModule_LoadUnsigned(rdb);
+        bad = bad || RedisModule_IsIOError(rdb);
+        if (!bad && delay > LOCK_MAX_LEASE_MS) {
+            RedisModule_LogIOError(rdb, "warning", "mcaptcha_cache: stored value refused: field delay_ms = %llu, not in [0, %llu]",
+                                   (unsigned long long)delay, (unsigned long long)LOCK_MAX_LEASE_MS);
+            bad = 1;
+        }
+        bad = bad ||
+              lock_restore_holder(l, owner, len, expires, (uint32_t)count, token, delay, encver >= LOCK_ENCVER_3) != 0;
         RedisModule_Free(owner);
         if (bad) goto fail;
     }
@@ -65,6 +76,11 @@ static void *LockRdbLoad(RedisModuleIO *rdb, int encver) {
         uint64_t flags;
         LOAD_U64(flags, 1);
         l->ephemeral = (uint32_t)flags;
+    }
+    if (lock_check_delays(l) != 0) {
+        RedisModule_LogIOError(rdb, "warning", "mcaptcha_cache: stored value refused: field delay_ms = 0 on a "
+                                               "lock-delay slot (count 0), or set on a concurrency limit");
+        goto fail;
     }
     /* Keep fencing tokens growing past this lock's, and end its leases on time. */
     if (lock_load_hook) lock_load_hook(l, RedisModule_GetDbIdFromIO(rdb), RedisModule_GetKeyNameFromIO(rdb));
@@ -76,7 +92,7 @@ fail:
 }
 
 RedisModuleString **lock_state_args(const lockv *l, size_t *n) {
-    RedisModuleString **argv = RedisModule_Alloc(sizeof(*argv) * (4 + 4 * (size_t)l->nholders));
+    RedisModuleString **argv = RedisModule_Alloc(sizeof(*argv) * (4 + 7 * (size_t)l->nholders));
     size_t at = 0;
     argv[at++] = RedisModule_CreateStringFromLongLong(NULL, l->permits);
     argv[at++] = RedisModule_CreateStringFromLongLong(NULL, (long long)l->last_token);
@@ -88,6 +104,12 @@ RedisModuleString **lock_state_args(const lockv *l, size_t *n) {
         argv[at++] = RedisModule_CreateStringFromLongLong(NULL, h->count);
         argv[at++] = RedisModule_CreateStringFromLongLong(NULL, (long long)h->token);
     }
+    for (uint32_t i = 0; i < l->nholders; i++) {
+        if (l->holders[i].delay_ms == 0) continue;
+        argv[at++] = RedisModule_CreateString(NULL, "DELAY", 5);
+        argv[at++] = RedisModule_CreateStringFromLongLong(NULL, i);
+        argv[at++] = RedisModule_CreateStringFromLongLong(NULL, (long long)l->holders[i].delay_ms);
+    }
     if (l->ephemeral) argv[at++] = RedisModule_CreateString(NULL, "EPHEMERAL", 9);
     *n = at;
     return argv;
@@ -96,9 +118,26 @@ RedisModuleString **lock_state_args(const lockv *l, size_t *n) {
 /* The error texts below name LOCK_MAX_TOKEN's value. */
 _Static_assert(LOCK_MAX_TOKEN == 4611686018427387904ULL, "update the token range in lock_from_args' errors");
 
+/* lock_from_args' part after the holders: [DELAY index delay-ms]...; the
+ * delays go to holders of `l`. 0, or -1 when malformed (*err set for a bad
+ * DELAY, left as the caller's syntax text for anything else). */
+static int delays_from_args(lockv *l, RedisModuleString **argv, int argc, const char **err) {
+    for (int i = 0; i < argc; i += 3) {
+        uint64_t at, delay;
+        if (!mc_is_word(argv[i], "DELAY")) return -1; /* *err: the syntax */
+        if (i + 3 > argc || l->nholders == 0 || mc_parse_u64(argv[i + 1], 0, l->nholders - 1, &at) ||
+            mc_parse_u64(argv[i + 2], 1, LOCK_MAX_LEASE_MS, &delay) || l->holders[at].delay_ms != 0) {
+            *err = "expected DELAY holder-index delay-ms (1 to 2^40 ms, once per holder) after the holders";
+            return -1;
+        }
+        l->holders[at].delay_ms = delay;
+    }
+    return 0;
+}
+
 lockv *lock_from_args(RedisModuleString **argv, int argc, const char **err) {
     uint64_t permits, last, n;
-    *err = "expected permits last_token nholders [owner expires_ms count token]... [EPHEMERAL]";
+    *err = "expected permits last_token nholders [owner expires_ms count token]... [DELAY index ms]... [EPHEMERAL]";
     int ephemeral = argc > 0 && mc_is_word(argv[argc - 1], "EPHEMERAL");
     if (ephemeral) argc--;
     if (argc < 3) return NULL;
@@ -107,23 +146,32 @@ lockv *lock_from_args(RedisModuleString **argv, int argc, const char **err) {
         return NULL;
     }
     if (mc_parse_u64(argv[0], 1, LOCK_MAX_PERMITS, &permits) || mc_parse_u64(argv[2], 0, LOCK_MAX_PERMITS, &n) ||
-        (uint64_t)argc != 3 + 4 * n)
+        (uint64_t)argc < 3 + 4 * n)
         return NULL;
     lockv *l = lock_new((uint32_t)permits);
     l->last_token = last;
     l->ephemeral = (uint32_t)ephemeral;
-    *err = "holders need distinct non-empty owners, counts >= 1 and tokens from 1 to last_token";
+    *err = "holders need distinct non-empty owners, counts >= 1 (0: a lock-delay) and tokens from 1 to last_token";
     for (uint64_t i = 0; i < n; i++) {
         RedisModuleString **h = argv + 3 + 4 * i;
         uint64_t expires, count, token;
         size_t len;
         const char *owner = RedisModule_StringPtrLen(h[0], &len);
-        if (mc_parse_u64(h[1], 0, LOCK_MAX_TIME_MS, &expires) || mc_parse_u64(h[2], 1, UINT32_MAX, &count) ||
+        if (mc_parse_u64(h[1], 0, LOCK_MAX_TIME_MS, &expires) || mc_parse_u64(h[2], 0, UINT32_MAX, &count) ||
             mc_parse_u64(h[3], 1, LOCK_MAX_TOKEN, &token) ||
-            lock_restore_holder(l, owner, len, expires, (uint32_t)count, token) != 0) {
+            lock_restore_holder(l, owner, len, expires, (uint32_t)count, token, 0, 1) != 0) {
             lock_free(l);
             return NULL;
         }
+    }
+    if (delays_from_args(l, argv + 3 + 4 * n, argc - 3 - 4 * (int)n, err) != 0) {
+        lock_free(l);
+        return NULL;
+    }
+    if (lock_check_delays(l) != 0) {
+        *err = "a holder with count 0 (a lock-delay) needs its DELAY, and a concurrency limit (EPHEMERAL) has none";
+        lock_free(l);
+        return NULL;
     }
     return l;
 }
@@ -146,6 +194,7 @@ static void LockDigest(RedisModuleDigest *md, void *value) {
         RedisModule_DigestAddLongLong(md, (long long)h->expires_ms);
         RedisModule_DigestAddLongLong(md, h->count);
         RedisModule_DigestAddLongLong(md, (long long)h->token);
+        if (h->delay_ms) RedisModule_DigestAddLongLong(md, (long long)h->delay_ms);
     }
     RedisModule_DigestEndSequence(md);
 }

@@ -179,9 +179,9 @@ static void release_closed_sessions(RedisModuleCtx *ctx, void *data) {
                 int h = lock_find(l, owner, olen);
                 if (h >= 0 && l->holders[h].client_id == id) {
                     uint64_t granted_ms = l->holders[h].granted_ms, until = l->holders[h].expires_ms;
-                    l->holders[h].count = 1;
-                    lock_release(l, owner, olen);
-                    lock_note_hold(granted_ms, until < now_ms ? until : now_ms); /* a lease ended first: its end */
+                    uint64_t end = until < now_ms ? until : now_ms; /* a lease ended first: its end */
+                    lock_end_hold(l, (uint32_t)h, end); /* no release: a lock-delay runs from here */
+                    lock_note_hold(granted_ms, end);
                     lock_drop_ended(l, now_ms); /* ended leases count as in lock_expire_leases */
                     lock_commit(ctx, key, s->key, l, now_ms);
                     waitq_kick(ctx, s->key);

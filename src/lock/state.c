@@ -19,10 +19,12 @@ void lock_note_hold(uint64_t granted_ms, uint64_t end_ms) {
 
 uint32_t lock_drop_ended(lockv *l, uint64_t now_ms) {
     for (uint32_t i = 0; i < l->nholders; i++)
-        if (l->holders[i].expires_ms <= now_ms) lock_note_hold(l->holders[i].granted_ms, l->holders[i].expires_ms);
-    uint32_t gone = lock_expire(l, now_ms);
-    lock_stats.expired += gone;
-    return gone;
+        if (l->holders[i].count > 0 && l->holders[i].expires_ms <= now_ms)
+            lock_note_hold(l->holders[i].granted_ms, l->holders[i].expires_ms);
+    uint32_t ended;
+    uint32_t changed = lock_expire(l, now_ms, &ended);
+    lock_stats.expired += ended;
+    return changed;
 }
 
 int lock_open(RedisModuleCtx *ctx, RedisModuleString *keyname, int mode, RedisModuleKey **key) {
@@ -41,8 +43,9 @@ int lock_open_kind(RedisModuleCtx *ctx, RedisModuleString *keyname, int mode, in
 }
 
 /* Replicate LOCK.STATE with the lock's exact state (lock_state_args' layout).
- * A free lock and a lock with one holder -- the common cases -- go straight
- * into RedisModule_Replicate's format, without building module strings. */
+ * A free lock and a lock with one holder without a lock-delay -- the common
+ * cases -- go straight into RedisModule_Replicate's format, without building
+ * module strings. */
 static void replicate_state(RedisModuleCtx *ctx, RedisModuleString *keyname, const lockv *l) {
     long long permits = l->permits, last = (long long)l->last_token;
     if (l->nholders == 0) {
@@ -50,7 +53,7 @@ static void replicate_state(RedisModuleCtx *ctx, RedisModuleString *keyname, con
         else RedisModule_Replicate(ctx, CMD_LOCK_STATE, "slll", keyname, permits, last, 0LL);
         return;
     }
-    if (l->nholders == 1) {
+    if (l->nholders == 1 && l->holders[0].delay_ms == 0) {
         const lock_holder *h = &l->holders[0];
         long long exp = (long long)h->expires_ms, count = h->count, token = (long long)h->token;
         if (l->ephemeral)

@@ -29,7 +29,8 @@ void lock_note_wait(uint64_t blocked_us, uint64_t now_us);
 void lock_note_hold(uint64_t granted_ms, uint64_t end_ms);
 
 /* lock_expire, counting the ended leases (lock_stats.expired) and their hold
- * times (each until its lease end). Returns how many ended. */
+ * times (each until its lease end). Returns how many entries changed (leases
+ * ended, lock-delay slots begun or ended): nonzero means commit and serve. */
 uint32_t lock_drop_ended(lockv *l, uint64_t now_ms);
 
 /* Open a lock key, checking its type. 0, or -1 when it holds another type. */

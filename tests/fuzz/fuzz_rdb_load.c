@@ -12,7 +12,8 @@
  *                  b0 & 0x80 set: 0 GCRA (mcap-gcra), 1 window (mcap-wndw),
  *                  2 lock (mcap-lock; ratelimit_type.c, lock_type.c)
  *   (b0 >> 2) % 4: encver 0, 1, 2 (unknown but for the lock), or a wild one
- *                  (b0 >> 4) * 1000 - 7000 (1000..8000 for the newer types)
+ *                  (b0 >> 4) * 1000 - 7000 (1000..8000 for the newer types),
+ *                  except for the lock when b0 & 0x10: its encver 3
  *   b0 & 0x40:     a key name is available from the IO (legacy, lock)
  * On a successful load: invariants of the value, then rdb_save into a buffer,
  * reload it with the current encver (it must be consumed exactly and give
@@ -116,11 +117,13 @@ static void check_lock_value(const lockv *l) {
         const lock_holder *h = &l->holders[i];
         FUZZ_CHECK(h->token >= 1 && h->token <= l->last_token);
         FUZZ_CHECK(h->owner != NULL && h->owner_len >= 1 && h->owner_len <= LOCK_MAX_OWNER_BYTES);
-        FUZZ_CHECK(h->count >= 1);
+        FUZZ_CHECK(h->count >= 1 || h->delay_ms >= 1); /* count 0: a lock-delay slot, with its delay */
+        FUZZ_CHECK(h->delay_ms <= LOCK_MAX_LEASE_MS);
+        FUZZ_CHECK(!l->ephemeral || h->delay_ms == 0);
         FUZZ_CHECK(h->expires_ms <= LOCK_MAX_TIME_MS);
         FUZZ_CHECK(h->client_id == 0);
-        for (uint32_t j = 0; j < i; j++)
-            FUZZ_CHECK(l->holders[j].owner_len != h->owner_len ||
+        for (uint32_t j = 0; j < i && h->count > 0; j++) /* live holders: distinct owners */
+            FUZZ_CHECK(l->holders[j].count == 0 || l->holders[j].owner_len != h->owner_len ||
                        memcmp(l->holders[j].owner, h->owner, h->owner_len) != 0);
     }
     size_t mem = sizeof(*l) + (size_t)l->nholders * sizeof(lock_holder);
@@ -273,7 +276,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     case 0: encver = 0; break;
     case 1: encver = 1; break;
     case 2: encver = 2; break;
-    default: encver = (b0 >> 4) * 1000 - 7000; break;
+    default: encver = (which == T_LOCK && (b0 & 0x10)) ? LOCK_ENCVER_3 : (b0 >> 4) * 1000 - 7000; break;
     }
     g_fuzz_now_ms = 1700000000000ULL + (uint64_t)data[1] * 977;
     const type_ops *t = &TYPES[which];
@@ -297,11 +300,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     FUZZ_CHECK(which != 2 || encver == LEGACY_ENCVER);
     FUZZ_CHECK(which != T_GCRA || encver == GCRA_ENCVER_1);
     FUZZ_CHECK(which != T_WINDOW || encver == WINDOW_ENCVER_1);
-    FUZZ_CHECK(which != T_LOCK || encver == LOCK_ENCVER_1 || encver == LOCK_ENCVER_2);
+    FUZZ_CHECK(which != T_LOCK || encver == LOCK_ENCVER_1 || encver == LOCK_ENCVER_2 || encver == LOCK_ENCVER_3);
     if (which == T_LOCK) {
         /* lock_loaded once, with the IO's db and key name */
         FUZZ_CHECK(g_lock_loaded_calls == 1 && g_lock_loaded_db == io.dbid && g_lock_loaded_key == io.key);
         FUZZ_CHECK(encver >= LOCK_ENCVER_2 || ((lockv *)v)->ephemeral == 0);
+        FUZZ_CHECK(encver >= LOCK_ENCVER_3 || !lock_has_delays(v));
     } else {
         FUZZ_CHECK(g_lock_loaded_calls == 0);
     }

@@ -134,6 +134,14 @@ put("rdb_load", "lock_v2_dup_owner", b0(5, 2) + b"\x00" + varint(2) + varint(9) 
     + hold("x", last, 1, 3) + hold("x", last, 1, 4) + varint(0))
 put("rdb_load", "lock_v2_ephemeral_empty", b0(5, 2) + b"\x01" + varint(1024) + varint(0) + varint(0) + varint(1))
 put("rdb_load", "lock_unknown_encver", b0(5, 0) + b"\x00" + varint(1) + varint(0) + varint(0) + varint(0))
+# encver 3 (b0 & 0x10 with the wild selector): each holder + delay_ms; count 0 is a lock-delay slot
+hold3 = lambda o, e, c, t, d: hold(o, e, c, t) + varint(d)
+put("rdb_load", "lock_v3_delay_slot", b0(5, 3, key=True, wild=13) + b"\x00" + varint(2) + varint(50) + varint(2)
+    + hold3("a", last + 900, 0, 40, 500) + hold3("a", last + 5000, 1, 50, 0) + varint(0))
+put("rdb_load", "lock_v3_slot_without_delay", b0(5, 3, wild=9) + b"\x00" + varint(1) + varint(50) + varint(1)
+    + hold3("a", last + 900, 0, 40, 0) + varint(0))
+put("rdb_load", "lock_v3_ephemeral_with_delay", b0(5, 3, wild=9) + b"\x00" + varint(1) + varint(50) + varint(1)
+    + hold3("a", last + 900, 1, 40, 10) + varint(1))
 
 # ---- cmd_args: CAPTCHA_SET arguments after the key, space separated ----
 put("cmd_args", "valid_empty", "30 2 50 50 500 500 0 0")

@@ -1,5 +1,5 @@
 /* test_lock.c -- unit tests of the lock core (src/core/lock.c): grants, leases,
- * reentrancy, semaphores, fencing tokens and restore checks. */
+ * reentrancy, semaphores, fencing tokens, lock-delays and restore checks. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,7 +14,12 @@
 #define US(ms) ((ms) * 1000ULL)
 
 static lock_outcome acq(lockv *l, const char *owner, uint64_t now, uint64_t lease, int reentrant, uint64_t *token) {
-    return lock_acquire(l, owner, strlen(owner), now, lease, reentrant, 0, US(now), token);
+    return lock_acquire(l, owner, strlen(owner), now, lease, 0, reentrant, 0, US(now), token);
+}
+
+static lock_outcome acq_delay(lockv *l, const char *owner, uint64_t now, uint64_t lease, uint64_t delay,
+                              uint64_t *token) {
+    return lock_acquire(l, owner, strlen(owner), now, lease, delay, 0, 0, US(now), token);
 }
 
 static void test_mutex(void **state) {
@@ -46,8 +51,10 @@ static void test_leases_end(void **state) {
     assert_int_equal(acq(l, "a", NOW, 300, 0, &t), LOCK_GRANTED);
     assert_int_equal(lock_live_holders(l, NOW + 299), 1);
     assert_int_equal(lock_live_holders(l, NOW + 300), 0);
-    assert_int_equal(lock_expire(l, NOW + 299), 0);
-    assert_int_equal(lock_expire(l, NOW + 300), 1);
+    assert_int_equal(lock_expire(l, NOW + 299, NULL), 0);
+    uint32_t ended = 9;
+    assert_int_equal(lock_expire(l, NOW + 300, &ended), 1);
+    assert_int_equal(ended, 1);
     assert_int_equal(acq(l, "b", NOW + 300, 300, 0, &t), LOCK_GRANTED);
     lock_free(l);
 }
@@ -85,11 +92,11 @@ static void test_fencing_floor(void **state) {
     lockv *l = lock_new(1);
     uint64_t t;
     /* A floor far ahead (after a promotion) wins over last_token + 1. */
-    assert_int_equal(lock_acquire(l, "a", 1, NOW, 10, 0, 0, US(NOW) + 10000000, &t), LOCK_GRANTED);
+    assert_int_equal(lock_acquire(l, "a", 1, NOW, 10, 0, 0, 0, US(NOW) + 10000000, &t), LOCK_GRANTED);
     assert_int_equal(t, US(NOW) + 10000000);
     lock_release(l, "a", 1);
     /* A clock behind the last token: last_token + 1. */
-    assert_int_equal(lock_acquire(l, "a", 1, NOW - 5000, 10, 0, 0, US(NOW - 5000), &t), LOCK_GRANTED);
+    assert_int_equal(lock_acquire(l, "a", 1, NOW - 5000, 10, 0, 0, 0, US(NOW - 5000), &t), LOCK_GRANTED);
     assert_int_equal(t, US(NOW) + 10000001);
     lock_free(l);
 }
@@ -98,18 +105,106 @@ static void test_restore_checks(void **state) {
     (void)state;
     lockv *l = lock_new(2);
     l->last_token = 100;
-    assert_int_equal(lock_restore_holder(l, "a", 1, NOW, 1, 50), 0);
+    assert_int_equal(lock_restore_holder(l, "a", 1, NOW, 1, 50, 0, 0), 0);
     assert_int_equal(l->holders[0].granted_ms, 0); /* not known: not persisted */
-    assert_int_equal(lock_restore_holder(l, "a", 1, NOW, 1, 60), -1);   /* duplicate owner */
-    assert_int_equal(lock_restore_holder(l, "b", 1, NOW, 0, 60), -1);   /* count 0 */
-    assert_int_equal(lock_restore_holder(l, "b", 1, NOW, 1, 101), -1);  /* token above last */
-    assert_int_equal(lock_restore_holder(l, "b", 1, NOW, 1, 0), -1);    /* token 0 */
-    assert_int_equal(lock_restore_holder(l, "", 0, NOW, 1, 1), -1);     /* empty owner */
+    assert_int_equal(lock_restore_holder(l, "a", 1, NOW, 1, 60, 0, 0), -1);   /* duplicate owner */
+    assert_int_equal(lock_restore_holder(l, "b", 1, NOW, 0, 60, 0, 0), -1);   /* count 0 */
+    assert_int_equal(lock_restore_holder(l, "b", 1, NOW, 1, 101, 0, 0), -1);  /* token above last */
+    assert_int_equal(lock_restore_holder(l, "b", 1, NOW, 1, 0, 0, 0), -1);    /* token 0 */
+    assert_int_equal(lock_restore_holder(l, "", 0, NOW, 1, 1, 0, 0), -1);     /* empty owner */
     char big[LOCK_MAX_OWNER_BYTES + 1];
     memset(big, 'x', sizeof(big));
-    assert_int_equal(lock_restore_holder(l, big, sizeof(big), NOW, 1, 1), -1);
-    assert_int_equal(lock_restore_holder(l, "b", 1, NOW, 3, 100), 0);
+    assert_int_equal(lock_restore_holder(l, big, sizeof(big), NOW, 1, 1, 0, 0), -1);
+    assert_int_equal(lock_restore_holder(l, "b", 1, NOW, 3, 100, 0, 0), 0);
     assert_int_equal(l->nholders, 2);
+    lock_free(l);
+}
+
+/* A lease that ends with a lock-delay leaves its permit taken by nobody until
+ * the lease end + the delay, whenever the end is noticed; a release does not. */
+static void test_lock_delay_after_lease_end(void **state) {
+    (void)state;
+    lockv *l = lock_new(1);
+    uint64_t t1, t2;
+    assert_int_equal(acq_delay(l, "a", NOW, 300, 1000, &t1), LOCK_GRANTED);
+    assert_int_equal(l->holders[0].delay_ms, 1000);
+    /* seen late (timer lag): the delay still runs from the lease end */
+    assert_int_equal(lock_entry_end(&l->holders[0], NOW + 200), NOW + 300);
+    assert_int_equal(lock_entry_end(&l->holders[0], NOW + 500), NOW + 1300);
+    assert_int_equal(lock_live_holders(l, NOW + 500), 1);
+    uint32_t ended = 0;
+    assert_int_equal(lock_expire(l, NOW + 500, &ended), 1);
+    assert_int_equal(ended, 1);
+    assert_int_equal(l->nholders, 1);
+    assert_int_equal(l->holders[0].count, 0);          /* a lock-delay slot */
+    assert_int_equal(l->holders[0].expires_ms, NOW + 1300);
+    assert_int_equal(lock_next_expiry(l), NOW + 1300);
+    assert_int_equal(lock_find(l, "a", 1), -1);          /* nobody's: no release, extend or reentry */
+    assert_int_equal(lock_release(l, "a", 1), -1);
+    assert_int_equal(lock_extend(l, "a", 1, NOW + 500, 1000), -1);
+    assert_int_equal(acq_delay(l, "b", NOW + 1299, 300, 0, &t2), LOCK_BUSY);
+    assert_int_equal(acq_delay(l, "a", NOW + 1299, 300, 0, &t2), LOCK_BUSY);
+    assert_int_equal(lock_expire(l, NOW + 1299, &ended), 0);
+    assert_int_equal(lock_expire(l, NOW + 1300, &ended), 1);
+    assert_int_equal(ended, 0);                          /* a slot ending is no lease ending */
+    assert_int_equal(l->nholders, 0);
+    assert_int_equal(acq_delay(l, "b", NOW + 1300, 300, 0, &t2), LOCK_GRANTED);
+    assert_true(t2 > t1);
+    /* noticed after the delay too: dropped in one step */
+    assert_int_equal(lock_release(l, "b", 1), 0);
+    assert_int_equal(acq_delay(l, "c", NOW + 2000, 100, 50, &t2), LOCK_GRANTED);
+    assert_int_equal(lock_expire(l, NOW + 2150, &ended), 1);
+    assert_int_equal(ended, 1);
+    assert_int_equal(l->nholders, 0);
+    /* a release frees the permit at once, delay or not */
+    assert_int_equal(acq_delay(l, "d", NOW + 3000, 100, 5000, &t2), LOCK_GRANTED);
+    assert_int_equal(lock_release(l, "d", 1), 0);
+    assert_int_equal(l->nholders, 0);
+    lock_free(l);
+}
+
+/* A hold ended without a release at a given time (a session closed) starts its
+ * lock-delay there; without a delay it frees the permit. In a semaphore only
+ * that permit stays taken, and the owner may take another. */
+static void test_lock_delay_end_hold_and_semaphore(void **state) {
+    (void)state;
+    lockv *l = lock_new(2);
+    uint64_t t;
+    assert_int_equal(acq_delay(l, "a", NOW, 10000, 700, &t), LOCK_GRANTED);
+    assert_int_equal(acq_delay(l, "b", NOW, 10000, 0, &t), LOCK_GRANTED);
+    lock_end_hold(l, 0, NOW + 100);
+    assert_int_equal(l->nholders, 2);
+    assert_int_equal(l->holders[0].count, 0);
+    assert_int_equal(l->holders[0].expires_ms, NOW + 800);
+    lock_end_hold(l, 1, NOW + 100);                      /* no delay: gone */
+    assert_int_equal(l->nholders, 1);
+    assert_int_equal(lock_live_holders(l, NOW + 100), 1);
+    assert_int_equal(acq_delay(l, "a", NOW + 100, 1000, 0, &t), LOCK_GRANTED); /* the other permit */
+    assert_int_equal(acq_delay(l, "c", NOW + 100, 1000, 0, &t), LOCK_BUSY);
+    assert_int_equal(lock_find(l, "a", 1), 1);
+    assert_int_equal(lock_check_delays(l), 0);
+    assert_int_equal(lock_has_delays(l), 1);
+    lockv *d = lock_dup(l);
+    assert_int_equal(d->holders[0].count, 0);
+    assert_int_equal(d->holders[0].delay_ms, 700);
+    lock_free(d);
+    lock_free(l);
+}
+
+static void test_restore_lock_delays(void **state) {
+    (void)state;
+    lockv *l = lock_new(2);
+    l->last_token = 100;
+    assert_int_equal(lock_restore_holder(l, "a", 1, NOW, 0, 50, 500, 0), -1);     /* slot: format without delays */
+    assert_int_equal(lock_restore_holder(l, "a", 1, NOW, 0, 50, 500, 1), 0);
+    assert_int_equal(lock_restore_holder(l, "a", 1, NOW, 1, 60, 0, 1), 0);        /* a live hold beside its slot */
+    assert_int_equal(lock_restore_holder(l, "b", 1, NOW, 1, 60, LOCK_MAX_LEASE_MS + 1, 1), -1);
+    assert_int_equal(lock_check_delays(l), 0);
+    l->holders[0].delay_ms = 0;
+    assert_int_equal(lock_check_delays(l), -1);                                   /* a slot without its delay */
+    l->holders[0].delay_ms = 500;
+    l->ephemeral = 1;
+    assert_int_equal(lock_check_delays(l), -1);                                   /* concurrency limits have none */
     lock_free(l);
 }
 
@@ -120,6 +215,9 @@ int main(void) {
         cmocka_unit_test(test_reentrant_and_semaphore),
         cmocka_unit_test(test_fencing_floor),
         cmocka_unit_test(test_restore_checks),
+        cmocka_unit_test(test_lock_delay_after_lease_end),
+        cmocka_unit_test(test_lock_delay_end_hold_and_semaphore),
+        cmocka_unit_test(test_restore_lock_delays),
     };
     return cmocka_run_group_tests_name("lock", tests, NULL, NULL);
 }

@@ -39,10 +39,10 @@ class Lock(_lock._LockBase):
     _task = None
 
     def __init__(self, client, name, lease_ms, wait_ms=None, session=False, *, auto_renew=True,
-                 renew_every_ms=None, on_lost=None, owner=None):
+                 renew_every_ms=None, on_lost=None, owner=None, lock_delay_ms=None):
         _lock._LockBase.__init__(self, client, name, lease_ms, wait_ms, session,
                                  auto_renew=auto_renew, renew_every_ms=renew_every_ms,
-                                 on_lost=on_lost, owner=owner)
+                                 on_lost=on_lost, owner=owner, lock_delay_ms=lock_delay_ms)
 
     # ------------------------------------------------------------ session
     def _acquire_client(self):

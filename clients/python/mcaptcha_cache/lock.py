@@ -26,10 +26,11 @@ class _LockBase:
     """State, arguments and queries shared by the sync and asyncio locks."""
 
     def __init__(self, client, name, lease_ms, wait_ms=None, session=False, *, auto_renew=True,
-                 renew_every_ms=None, on_lost=None, owner=None, _permits=None):
+                 renew_every_ms=None, on_lost=None, owner=None, lock_delay_ms=None, _permits=None):
         self.client = client
         self.name = name
         self.lease_ms = check_ms("lease_ms", lease_ms)
+        self.lock_delay_ms = check_ms("lock_delay_ms", lock_delay_ms, minimum=0, allow_none=True)
         self.wait_ms = check_wait_ms(wait_ms)
         self.session = bool(session)
         self.auto_renew = bool(auto_renew)
@@ -79,6 +80,8 @@ class _LockBase:
             args += ["PERMITS", self._permits]
         if self.session:
             args.append("SESSION")
+        if self.lock_delay_ms:
+            args += ["LOCKDELAY", self.lock_delay_ms]
         args += wait_args(wait)
         return args
 
@@ -110,7 +113,10 @@ class Lock(_LockBase):
     Keyword-only: ``auto_renew=True`` (False: no watchdog, the lease just runs out),
     ``renew_every_ms=None``, ``on_lost=None`` (called with the lock, from the watchdog thread,
     when a renewal finds the lock lost), ``owner=None`` (default: a random ``uuid4().hex`` per
-    instance; every acquisition of this instance uses it).
+    instance; every acquisition of this instance uses it), ``lock_delay_ms=None``
+    (``LOCK.ACQUIRE … LOCKDELAY``: if this holder's lease runs out or its session closes
+    without a release, nobody gets the lock for that many ms more, so a holder that stalled
+    past its lease can notice before the next one acts; a ``release()`` frees it at once).
 
     After a grant: ``token`` is the fencing token (int; larger than any the lock granted
     before, also across restarts); pass it to the resource you protect. ``held`` is True.
@@ -128,9 +134,10 @@ class Lock(_LockBase):
     _thread = None
 
     def __init__(self, client, name, lease_ms, wait_ms=None, session=False, *, auto_renew=True,
-                 renew_every_ms=None, on_lost=None, owner=None):
+                 renew_every_ms=None, on_lost=None, owner=None, lock_delay_ms=None):
         _LockBase.__init__(self, client, name, lease_ms, wait_ms, session, auto_renew=auto_renew,
-                           renew_every_ms=renew_every_ms, on_lost=on_lost, owner=owner)
+                           renew_every_ms=renew_every_ms, on_lost=on_lost, owner=owner,
+                           lock_delay_ms=lock_delay_ms)
 
     def _acquire_client(self):
         if self.session and not is_cluster(self.client) and hasattr(self.client, "client"):

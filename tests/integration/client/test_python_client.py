@@ -258,6 +258,23 @@ def test_lost_lease_is_reported(server):
     assert sl2._session_client is None and inspect(r, "jobs:6")[3] == []
 
 
+def test_lock_delay_ms(server):
+    """lock_delay_ms sends LOCKDELAY: a lease that runs out leaves the lock taken by
+    nobody (count 0 in LOCK.INSPECT); a release() frees it at once."""
+    r = server.client(decode_responses=True)
+    with pytest.raises(ValueError):
+        Lock(r, "d", 1000, lock_delay_ms=-1)
+    with Lock(r, "d:1", 60000, lock_delay_ms=600000) as lk:
+        assert lk.owned()
+    assert Lock(r, "d:1", 1000).acquire(wait_ms=0)
+    stalled = Lock(r, "d:2", 100, auto_renew=False, lock_delay_ms=600000)
+    assert stalled.acquire(wait_ms=0)
+    wait_for(lambda: [h[3] for h in inspect(r, "d:2")[3]] == [0], 3.0, "the lease ended into a lock-delay")
+    assert not Lock(r, "d:2", 1000).acquire(wait_ms=0)
+    with pytest.raises(LockLost):
+        stalled.release()
+
+
 def test_semaphore_permits(server):
     r = server.client(decode_responses=True)
     sems = [Semaphore(r, "pool", 3, 2000) for _ in range(4)]

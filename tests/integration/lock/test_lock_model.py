@@ -2,7 +2,7 @@
 a real primary (with a replica), every reply compared with a Python model.
 
 The rules: LOCK.ACQUIRE (mutex and PERMITS 2 semaphores, REENTRANT, SESSION,
-WAIT), RELEASE and EXTEND by owners and strangers, waiters that queue, time
+LOCKDELAY, WAIT), RELEASE and EXTEND by owners and strangers, waiters that queue, time
 out or disconnect, a lease made to end (the waiter behind it must be served by
 the module's timer), a session connection that closes, DEL/UNLINK/FLUSHALL/
 FLUSHDB of held locks with waiters (the head waiter is served at once), RENAME,
@@ -14,8 +14,10 @@ model (permits, last token, waiters, holders with token and count, lease left
 within the lease). Fencing tokens are checked to grow strictly, across keys and
 across every reload and restart of the process (README, "Fencing tokens").
 
-Leases are long (10 minutes), so nothing ends unless a rule makes it end: the
-model is exact. A rule that needs a state (a waiter queued, a lease ended, a
+Leases and lock-delays are long (10 minutes), so nothing ends unless a rule
+makes it end: the model is exact. A grant with LOCKDELAY whose lease a rule
+ends, or whose session closes, leaves a lock-delay (LOCK.INSPECT: count 0) that
+takes its permit until the key is deleted; nobody can release it. A rule that needs a state (a waiter queued, a lease ended, a
 disconnect seen) polls for it; nothing waits for a time.
 
 Bounded in `make test` (tests/integration/soak.py); MC_SOAK=1 (`make soak`)
@@ -61,13 +63,25 @@ def read(conn):
 
 
 class Holder:
-    def __init__(self, owner, token, session=None):
-        self.owner, self.token, self.count, self.session = owner, token, 1, session
+    def __init__(self, owner, token, session=None, delay=False):
+        self.owner, self.token, self.count, self.session, self.delay = owner, token, 1, session, delay
 
 
 class LockM:
     def __init__(self, permits):
         self.permits, self.last_token, self.holders = permits, 0, {}
+        self.slots = []   # lock-delays: (owner, token), each taking a permit
+
+    def taken(self):
+        return len(self.holders) + len(self.slots)
+
+    def end_hold(self, owner):
+        """owner's hold ends without a release: a lock-delay if it has one."""
+        h = self.holders.pop(owner)
+        if h.delay:
+            self.slots.append((owner, h.token))
+            STATS["lock-delays"] += 1
+        return h
 
 
 class Waiter:
@@ -77,7 +91,8 @@ class Waiter:
         self.conn, self.owner, self.permits = conn, owner, permits
 
 
-STATS = {"examples": 0, "steps": 0, "grants": 0, "waiters served": 0, "timeouts": 0, "restarts": 0}
+STATS = {"examples": 0, "steps": 0, "grants": 0, "waiters served": 0, "timeouts": 0, "restarts": 0,
+         "lock-delays": 0}
 
 
 class LockMachine(RuleBasedStateMachine):
@@ -120,14 +135,14 @@ class LockMachine(RuleBasedStateMachine):
         """The model of one attempt with no queue ahead: ('granted', holder) |
         ('reentered', holder) | ('owned',) | ('busy',) | ('permits',)."""
         lk = self.locks.get(key)
-        if lk is not None and lk.holders and lk.permits != permits:
+        if lk is not None and lk.taken() and lk.permits != permits:
             return ("permits",)
         if lk is not None and owner in lk.holders:
             if not reentrant:
                 return ("owned",)
             lk.holders[owner].count += 1
             return ("reentered", lk.holders[owner])
-        if lk is not None and len(lk.holders) >= permits:
+        if lk is not None and lk.taken() >= permits:
             return ("busy",)           # refused: the lock is left as it was
         if lk is None:
             lk = self.locks[key] = LockM(permits)
@@ -137,7 +152,7 @@ class LockMachine(RuleBasedStateMachine):
     def check_refusal(self, key, rep):
         assert rep[0] == 0 and rep[1] == -1, rep
         lk = self.locks.get(key)
-        if lk is None or not lk.holders:
+        if lk is None or not lk.taken():
             assert rep[2] == -1, rep
         else:
             assert 0 < rep[2] <= LEASE, rep
@@ -185,10 +200,11 @@ class LockMachine(RuleBasedStateMachine):
 
     # ------------------------------------------------------------------ rules
     @rule(name=st.sampled_from(NAMES), db=DB, owner=st.sampled_from(OWNERS),
-          permits=st.sampled_from([1, 1, 2]), reentrant=st.booleans())
-    def acquire(self, name, db, owner, permits, reentrant):
+          permits=st.sampled_from([1, 1, 2]), reentrant=st.booleans(), delay=st.sampled_from([False, False, True]))
+    def acquire(self, name, db, owner, permits, reentrant, delay):
         key = (db, name)
         args = ["LOCK.ACQUIRE", name, owner, LEASE, "PERMITS", permits] + (["REENTRANT"] if reentrant else [])
+        args += ["LOCKDELAY", LEASE] if delay else []
         try:
             rep = self.c(db).execute_command(*args)
         except redis.ResponseError as e:
@@ -208,7 +224,7 @@ class LockMachine(RuleBasedStateMachine):
             assert rep == [1, out[1].token, LEASE], (rep, out[1].token)
         elif out[0] == "granted":
             assert rep[0] == 1 and rep[2] == LEASE, rep
-            self.locks[key].holders[owner] = Holder(owner, self.new_token(key, rep[1]))
+            self.locks[key].holders[owner] = Holder(owner, self.new_token(key, rep[1]), delay=delay)
         else:
             self.check_refusal(key, rep)
 
@@ -320,30 +336,36 @@ class LockMachine(RuleBasedStateMachine):
         owner = data.draw(st.sampled_from(sorted(lk.holders)))
         db, name = key
         assert self.c(db).execute_command("LOCK.EXTEND", name, owner, 5) == 5
-        h = lk.holders.pop(owner)
+        h = lk.end_hold(owner)
         if h.session is not None:
             h.session.holds.discard(key)
-        if self.queues.get(key):
+        if h.delay:              # the timer turned the lease into a lock-delay
+            poll("the lease of %s on %s ended into a lock-delay" % (owner, key),
+                 lambda: [owner.encode(), h.token, 0] in [[x[0], x[2], x[3]] for x in
+                                                         self.c(db).execute_command("LOCK.INSPECT", name)[3]])
+            self.serve(key)      # nobody is served: the permit is still taken
+        elif self.queues.get(key):
             self.serve(key)      # served by the timer: their replies must arrive
         else:                    # the timer rewrote the value (DUMP) without anyone touching the key
             poll("the lease of %s on %s ended in the stored value" % (owner, key),
                  lambda: owner.encode() not in self.c(db).dump(name))
 
-    @rule(name=st.sampled_from(NAMES), db=DB)
-    def session_acquire(self, name, db):
+    @rule(name=st.sampled_from(NAMES), db=DB, delay=st.booleans())
+    def session_acquire(self, name, db, delay):
         """SESSION on a connection of its own, later closed (session_closes)."""
         key = (db, name)
         if self.queues.get(key):
             return
         owner = self.fresh("s")
         conn = self.conn(db)
-        rep = conn.send_command("LOCK.ACQUIRE", name, owner, LEASE, "SESSION") or read(conn)
+        rep = conn.send_command("LOCK.ACQUIRE", name, owner, LEASE, "SESSION",
+                                *(["LOCKDELAY", LEASE] if delay else [])) or read(conn)
         out = self.try_acquire(key, owner, 1, False)
         if out[0] == "granted":
             assert rep[0] == 1, rep
             conn.holds = {key}
             conn.owner = owner
-            self.locks[key].holders[owner] = Holder(owner, self.new_token(key, rep[1]), session=conn)
+            self.locks[key].holders[owner] = Holder(owner, self.new_token(key, rep[1]), session=conn, delay=delay)
             self.sessions.append(conn)
         else:
             conn.disconnect()
@@ -361,11 +383,11 @@ class LockMachine(RuleBasedStateMachine):
             lk = self.locks.get(key)
             if lk is None or conn.owner not in lk.holders:
                 continue
-            del lk.holders[conn.owner]
+            h = lk.end_hold(conn.owner)
             db, name = key
             poll("session %s released %s" % (conn.owner, key),
-                 lambda: all(h[0] != conn.owner.encode()
-                             for h in self.c(db).execute_command("LOCK.INSPECT", name)[3]))
+                 lambda: all(x[0] != conn.owner.encode() or (h.delay and x[3] == 0)
+                             for x in self.c(db).execute_command("LOCK.INSPECT", name)[3]))
             self.serve(key)
 
     @rule(name=st.sampled_from(NAMES), db=DB, how=st.sampled_from(["DEL", "UNLINK"]))
@@ -402,7 +424,8 @@ class LockMachine(RuleBasedStateMachine):
         lk = self.locks[s]
         copy = LockM(lk.permits)
         copy.last_token = lk.last_token
-        copy.holders = {o: Holder(o, h.token) for o, h in lk.holders.items()}
+        copy.slots = list(lk.slots)
+        copy.holders = {o: Holder(o, h.token, delay=h.delay) for o, h in lk.holders.items()}
         for o, h in lk.holders.items():
             copy.holders[o].count = h.count
         self.locks[d] = copy
@@ -476,7 +499,8 @@ class LockMachine(RuleBasedStateMachine):
                 permits, last, waiters, holders = got
                 assert (permits, last, waiters) == (lk.permits, lk.last_token, len(self.queues.get(key, []))), \
                     (key, got, lk.permits, lk.last_token)
-                want = sorted((o.encode(), h.token, h.count) for o, h in lk.holders.items())
+                want = sorted([(o.encode(), h.token, h.count) for o, h in lk.holders.items()] +
+                              [(o.encode(), t, 0) for o, t in lk.slots])
                 assert sorted((h[0], h[2], h[3]) for h in holders) == want, (key, holders, want)
                 assert all(0 < h[1] <= LEASE for h in holders), holders
         for q in self.queues.values():
@@ -491,3 +515,4 @@ def test_lock_model(servers):
     run_state_machine_as_test(LockMachine, settings=model_settings(examples=40, steps=60))
     print("lock model:", STATS)
     assert STATS["waiters served"] > 0 and STATS["grants"] > STATS["examples"], STATS
+    assert STATS["lock-delays"] > 0, STATS

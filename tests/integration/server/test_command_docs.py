@@ -15,7 +15,7 @@ SHAPES = {
     "RL.WINDOW": [("key", None), ("limit", None), ("window-ms", None), ("n", "COST"), ("timeout-ms", "WAIT"),
                   ("unix-ms", "AT")],
     "LOCK.ACQUIRE": [("key", None), ("owner", None), ("lease-ms", None), ("n", "PERMITS"), ("reentrant", "REENTRANT"),
-                     ("session", "SESSION"), ("timeout-ms", "WAIT")],
+                     ("session", "SESSION"), ("delay-ms", "LOCKDELAY"), ("timeout-ms", "WAIT")],
     "RL.CONCURRENCY": [("key", None), ("holder", None), ("lease-ms", None), ("limit", None), ("timeout-ms", "WAIT")],
     "MCAPTCHA_CACHE.COUNT": [("counter-name", None), ("leak-rate-s", None)],
     "CL.THROTTLE": [("key", None), ("max_burst", None), ("count_per_period", None), ("period-s", None),

@@ -120,7 +120,7 @@ def test_window_loader_names_the_field(server, index, value, field):
     _refused(server, r, _mutated(r, "w", index, value), field)
 
 
-# lock: permits, last_token, nholders, then each holder (owner, expires_ms, count, token)
+# lock: permits, last_token, nholders, then each holder (owner, expires_ms, count, token, delay_ms)
 @pytest.mark.parametrize("index,value,field", [
     (0, 0, "permits"), (0, 2 ** 20, "permits"),
     (1, 2 ** 63, "last_token"),
@@ -130,3 +130,13 @@ def test_lock_loader_names_the_field(server, index, value, field):
     r = server.client()
     assert r.execute_command("LOCK.ACQUIRE", "l", "owner", 60000, "PERMITS", 2)[0] == 1
     _refused(server, r, _mutated(r, "l", index, value), field)
+
+
+# encver 3: each holder is (owner, expires_ms, count, token, delay_ms), then flags:
+# a delay above 2^40 ms, a lock-delay slot (count 0) without a delay, and a
+# concurrency limit (flags 1) with a delay are refused, naming delay_ms
+@pytest.mark.parametrize("index,value,delay", [(7, 2 ** 40 + 1, 500), (5, 0, 0), (8, 1, 500)])
+def test_lock_loader_names_the_lock_delay(server, index, value, delay):
+    r = server.client()
+    assert r.execute_command("LOCK.ACQUIRE", "l", "owner", 60000, "LOCKDELAY", delay)[0] == 1
+    _refused(server, r, _mutated(r, "l", index, value), "delay_ms")
