@@ -38,7 +38,8 @@ static int push_holder(lockv *l, const char *owner, size_t len, uint64_t expires
     memcpy(o, owner, len);
     lock_holder *h = &l->holders[l->nholders++];
     h->owner = o;
-    h->owner_len = (uint32_t)len;
+    h->owner_len = (uint16_t)len;
+    h->shared = 0;
     h->count = count;
     h->expires_ms = expires;
     h->token = token;
@@ -65,6 +66,7 @@ lockv *lock_dup(const lockv *l) {
             lock_free(d);
             return NULL;
         }
+        d->holders[i].shared = h->shared;
         /* granted_ms stays 0: a copy's holders were not granted here (their hold
          * time is not sampled a second time when the copy is released) */
     }
@@ -115,23 +117,33 @@ int lock_find(const lockv *l, const char *owner, size_t len) {
     return -1;
 }
 
-lock_outcome lock_acquire(lockv *l, const char *owner, size_t len, uint64_t now_ms, uint64_t lease_ms,
-                          uint64_t delay_ms, int reentrant, uint64_t client_id, uint64_t token_floor,
-                          uint64_t *token) {
+/* Whether every entry of `l` is shared (true when there is none). */
+static int all_shared(const lockv *l) {
+    for (uint32_t i = 0; i < l->nholders; i++)
+        if (!l->holders[i].shared) return 0;
+    return 1;
+}
+
+lock_outcome lock_acquire(lockv *l, const char *owner, size_t len, uint64_t now_ms, const lock_grant *g,
+                          uint64_t token_floor, uint64_t *token) {
     int i = lock_find(l, owner, len);
     if (i >= 0) {
         lock_holder *h = &l->holders[i];
-        if (!reentrant || h->count == UINT32_MAX) return LOCK_OWNED;
-        h->count++;
-        if (now_ms + lease_ms > h->expires_ms) h->expires_ms = now_ms + lease_ms;
+        if (!g->reentrant || h->count == UINT32_MAX) return LOCK_OWNED;
+        if (h->shared && !g->shared) return LOCK_UPGRADE; /* write inside read */
+        h->count++; /* read inside write counts on the exclusive hold */
+        if (now_ms + g->lease_ms > h->expires_ms) h->expires_ms = now_ms + g->lease_ms;
         *token = h->token;
         return LOCK_REENTERED;
     }
-    if (l->nholders >= l->permits) return LOCK_BUSY;
+    if (g->shared ? (l->permits != 1 || !all_shared(l) || l->nholders >= LOCK_MAX_PERMITS)
+                  : l->nholders >= l->permits)
+        return LOCK_BUSY;
     uint64_t t = l->last_token + 1 > token_floor ? l->last_token + 1 : token_floor;
     if (l->last_token >= LOCK_MAX_TOKEN || t > LOCK_MAX_TOKEN) return LOCK_EXHAUSTED;
-    if (push_holder(l, owner, len, now_ms + lease_ms, 1, t, client_id, delay_ms) != 0) return LOCK_BUSY;
+    if (push_holder(l, owner, len, now_ms + g->lease_ms, 1, t, g->client_id, g->delay_ms) != 0) return LOCK_BUSY;
     l->holders[l->nholders - 1].granted_ms = now_ms;
+    l->holders[l->nholders - 1].shared = g->shared ? 1 : 0;
     l->last_token = t;
     *token = t;
     return LOCK_GRANTED;
@@ -180,10 +192,15 @@ uint32_t lock_live_holders(const lockv *l, uint64_t now_ms) {
     return n;
 }
 
-int lock_check_delays(const lockv *l) {
-    for (uint32_t i = 0; i < l->nholders; i++)
-        if (l->holders[i].count == 0 && l->holders[i].delay_ms == 0) return -1;
-    return l->ephemeral && lock_has_delays(l) ? -1 : 0;
+int lock_check(const lockv *l) {
+    uint32_t shared = 0;
+    for (uint32_t i = 0; i < l->nholders; i++) {
+        if (l->holders[i].count == 0 && l->holders[i].delay_ms == 0) return LOCK_BAD_DELAY;
+        shared += l->holders[i].shared != 0;
+    }
+    if (l->ephemeral && lock_has_delays(l)) return LOCK_BAD_DELAY;
+    if (shared && (l->ephemeral || l->permits != 1 || shared != l->nholders)) return LOCK_BAD_SHARED;
+    return 0;
 }
 
 int lock_has_delays(const lockv *l) {

@@ -14,6 +14,15 @@
  * had, matches no owner (release, extend and reentry ignore it), and ends at
  * expires_ms like a lease. A release by the owner frees the permit at once.
  *
+ * Read-write lock: a lock of one permit may instead be held by many shared
+ * ("read") holders at once, up to LOCK_MAX_PERMITS; an exclusive ("write")
+ * grant -- every plain grant is one -- needs no holder at all. An owner holding
+ * exclusively may re-enter shared (read inside write, counted on its exclusive
+ * hold); an owner holding shared may not re-enter exclusively (write inside
+ * read would wait for itself: LOCK_UPGRADE). Writers are not starved by readers
+ * because the glue serves waiters first come first served and lets nobody pass
+ * the queue (server/waitq.h): readers that come after a waiting writer wait.
+ *
  * Fencing tokens (Kleppmann, "How to do distributed locking", 2016): every grant
  * gets a number larger than any the lock gave before, so a resource can refuse
  * a writer whose token is older than one it has seen. The lock keeps the last
@@ -35,7 +44,8 @@
 
 typedef struct lock_holder {
     char *owner;          /* owner token, owner_len bytes (not NUL-terminated) */
-    uint32_t owner_len;
+    uint16_t owner_len;   /* 1..LOCK_MAX_OWNER_BYTES */
+    uint16_t shared;      /* 1: a shared (read) hold of a read-write lock; 0: exclusive */
     uint32_t count;       /* reentrant acquisitions still to release, >= 1; 0: a lock-delay slot */
     uint64_t expires_ms;  /* lease end (a lock-delay slot: the delay's end), Unix ms */
     uint64_t token;       /* fencing token of this grant */
@@ -61,7 +71,17 @@ typedef enum lock_outcome {
     LOCK_REENTERED, /* the same owner again (reentrant): count + 1, lease renewed */
     LOCK_BUSY,      /* no permit free */
     LOCK_OWNED,     /* the owner holds it already and did not ask for reentrancy */
+    LOCK_UPGRADE,   /* the owner holds it shared and asked (reentrant) for it exclusively */
 } lock_outcome;
+
+/* What an acquire asks for. */
+typedef struct lock_grant {
+    uint64_t lease_ms;
+    uint64_t delay_ms;  /* lock-delay (0: none) */
+    uint64_t client_id; /* session mode: the owner's connection (0: none) */
+    int reentrant;
+    int shared;         /* a shared (read) hold; only on a lock of one permit */
+} lock_grant;
 
 lockv *lock_new(uint32_t permits);
 void lock_free(lockv *l);
@@ -82,13 +102,12 @@ void lock_end_hold(lockv *l, uint32_t i, uint64_t end_ms);
 /* Index of the holder with this owner (lock-delay slots are nobody's), or -1. */
 int lock_find(const lockv *l, const char *owner, size_t len);
 
-/* Acquire for `owner` at now_ms with a lease of lease_ms and a lock-delay of
- * delay_ms (0: none). A new grant's token is max(last_token + 1, token_floor),
- * stored in *token, and its granted_ms is now_ms (a reentry keeps both, and its
- * delay). The caller has applied the time first (lock_expire). */
-lock_outcome lock_acquire(lockv *l, const char *owner, size_t len, uint64_t now_ms, uint64_t lease_ms,
-                          uint64_t delay_ms, int reentrant, uint64_t client_id, uint64_t token_floor,
-                          uint64_t *token);
+/* Acquire for `owner` at now_ms as `g` asks. A new grant's token is
+ * max(last_token + 1, token_floor), stored in *token, and its granted_ms is
+ * now_ms (a reentry keeps both, its delay and its mode, and renews the lease).
+ * The caller has applied the time first (lock_expire). */
+lock_outcome lock_acquire(lockv *l, const char *owner, size_t len, uint64_t now_ms, const lock_grant *g,
+                          uint64_t token_floor, uint64_t *token);
 
 /* Release one acquisition of `owner`. Returns the count still held (0: the
  * permit is free), or -1 when `owner` holds nothing. */
@@ -99,7 +118,8 @@ int lock_extend(lockv *l, const char *owner, size_t len, uint64_t now_ms, uint64
 
 /* Add a holder as persisted (restore); checks sizes. count 0 (a lock-delay
  * slot) only when `delay_slots_ok` (formats that carry lock-delays); a live
- * holder's owner must be unique among live holders. 0 or -1. */
+ * holder's owner must be unique among live holders. The holder is exclusive:
+ * the loaders mark shared ones after (then lock_check). 0 or -1. */
 int lock_restore_holder(lockv *l, const char *owner, size_t len, uint64_t expires_ms, uint32_t count,
                         uint64_t token, uint64_t delay_ms, int delay_slots_ok);
 
@@ -118,9 +138,14 @@ uint32_t lock_live_holders(const lockv *l, uint64_t now_ms);
 /* Whether any entry has a lock-delay (set, or running as a slot). */
 int lock_has_delays(const lockv *l);
 
-/* A restored lock's lock-delays make sense: every lock-delay slot (count 0)
- * has its delay, and a concurrency limit (ephemeral) has none. 0 or -1. */
-int lock_check_delays(const lockv *l);
+/* A restored lock makes sense beyond each holder: every lock-delay slot (count
+ * 0) has its delay, and a concurrency limit (ephemeral) has none (else
+ * LOCK_BAD_DELAY); shared holders only on a lock of one permit that is no
+ * concurrency limit, with no exclusive entry beside them (else
+ * LOCK_BAD_SHARED). 0 when it does. */
+#define LOCK_BAD_DELAY 1
+#define LOCK_BAD_SHARED 2
+int lock_check(const lockv *l);
 
 size_t lock_mem_usage(const lockv *l);
 

@@ -12,7 +12,7 @@
 #include "server/waitq.h"
 
 typedef struct lock_reply {
-    int error;          /* 1: WRONGTYPE, 2: tokens exhausted */
+    int error;          /* 1: WRONGTYPE, 2: tokens exhausted, 3: PERMITS differs, 4: write inside read */
     int granted;
     long long token;    /* fencing token, or -1 */
     long long ms;       /* granted: lease ms; not: ms until the earliest lease ends (or -1) */
@@ -33,6 +33,9 @@ static int reply_acquire(RedisModuleCtx *ctx, const lock_reply *r) {
                  r->permits);
         return RedisModule_ReplyWithError(ctx, buf);
     }
+    if (r->error == 4)
+        return RedisModule_ReplyWithError(ctx, "ERR the owner holds this lock for READ: a WRITE inside it would wait "
+                                               "for itself; release the read hold first");
     if (r->error) return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
     if (r->rl_style) {
         rl_stat(RL_STAT_CONCURRENCY, r->granted);
@@ -108,14 +111,15 @@ static int try_acquire(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleStri
     uint32_t old_permits = l->permits;
     l->permits = (uint32_t)req->permits;
     uint64_t token = 0;
-    lock_outcome o = lock_acquire(l, req->owner, req->owner_len, now_ms, req->lease_ms, req->delay_ms,
-                                  req->reentrant, req->client_id, fencing_floor(now_us), &token);
+    lock_grant g = {.lease_ms = req->lease_ms, .delay_ms = req->delay_ms, .client_id = req->client_id,
+                    .reentrant = req->reentrant, .shared = req->shared};
+    lock_outcome o = lock_acquire(l, req->owner, req->owner_len, now_ms, &g, fencing_floor(now_us), &token);
     out->error = 0;
     out->rl_style = req->rl_style;
-    if (o == LOCK_EXHAUSTED) {
+    if (o == LOCK_EXHAUSTED || o == LOCK_UPGRADE) {
         if (created) lock_free(l);
         else l->permits = old_permits;
-        out->error = 2;
+        out->error = o == LOCK_EXHAUSTED ? 2 : 4;
         return 1;
     }
     if (o == LOCK_GRANTED || o == LOCK_REENTERED) {

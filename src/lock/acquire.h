@@ -17,6 +17,7 @@ typedef struct lock_req {
     uint64_t delay_ms;  /* LOCKDELAY: the grant's lock-delay (core/lock.h), 0: none */
     uint64_t permits;
     int reentrant;
+    int shared;         /* READ: a shared hold of a read-write lock (core/lock.h) */
     uint64_t client_id; /* SESSION: the requesting connection, else 0 */
     uint64_t blocked_us; /* a waiter: when it was queued (Unix µs; the wait-time metric) */
 } lock_req;

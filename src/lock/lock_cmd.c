@@ -1,7 +1,7 @@
 /* lock_cmd.c -- leased locks done on the server: the LOCK.* commands.
  *
- *   LOCK.ACQUIRE key owner lease-ms [PERMITS n] [REENTRANT] [SESSION] [LOCKDELAY delay-ms]
- *                [WAIT timeout-ms]
+ *   LOCK.ACQUIRE key owner lease-ms [PERMITS n | READ | WRITE] [REENTRANT] [SESSION]
+ *                [LOCKDELAY delay-ms] [WAIT timeout-ms]
  *   LOCK.RELEASE key owner       LOCK.EXTEND key owner lease-ms      LOCK.INSPECT key
  *   LOCK.STATE key ...           internal: replication and AOF
  *
@@ -37,18 +37,20 @@
 #include "server/waitq.h"
 
 #define ERR_NOT_OWNER "ERR the lock is not held by this owner"
-#define LOCK_ACQUIRE_OPTIONS "PERMITS n, REENTRANT, SESSION, LOCKDELAY delay-ms, WAIT timeout-ms"
+#define LOCK_ACQUIRE_OPTIONS "PERMITS n, READ, WRITE, REENTRANT, SESSION, LOCKDELAY delay-ms, WAIT timeout-ms"
 
 /* ==== Commands ==== */
 
-/* LOCK.ACQUIRE <key> <owner> <lease ms> [PERMITS <n>] [REENTRANT] [SESSION] [LOCKDELAY <delay ms>]
- *              [WAIT <timeout ms>]
+/* LOCK.ACQUIRE <key> <owner> <lease ms> [PERMITS <n> | READ | WRITE] [REENTRANT] [SESSION]
+ *              [LOCKDELAY <delay ms>] [WAIT <timeout ms>]
  * Reply: [1, fencing token, lease ms] when granted; [0, -1, ms until the earliest
  * lease ends (-1 if unknown)] when not. With WAIT the caller blocks, first come
  * first served, until granted or the timeout (then refused as above). SESSION is
  * refused inside scripts (EVAL/FCALL); MULTI/EXEC keeps the caller's connection.
  * LOCKDELAY: if this grant's hold ends without a release (lease end, session
- * closed), its permit stays taken by nobody for <delay ms> more (core/lock.h). */
+ * closed), its permit stays taken by nobody for <delay ms> more (core/lock.h).
+ * READ: a shared hold of a read-write lock (many readers, or one writer); WRITE
+ * (the default) an exclusive one; neither goes with PERMITS n > 1. */
 static int LockAcquire_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc < 4) return RedisModule_WrongArity(ctx);
     lock_req req = {0};
@@ -59,14 +61,19 @@ static int LockAcquire_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **arg
         return RedisModule_ReplyWithError(ctx, "ERR owner must be 1 to 256 bytes");
     if (mc_parse_u64(argv[3], 1, LOCK_MAX_LEASE_MS, &req.lease_ms)) return mc_reply_range(ctx, "lease (milliseconds)", 1, LOCK_MAX_LEASE_MS);
     req.permits = 1;
+    int has_permits = 0, has_mode = 0;
     for (int i = 4; i < argc; i++) {
-        if (mc_is_word(argv[i], "REENTRANT")) {
+        if (mc_is_word(argv[i], "READ") || mc_is_word(argv[i], "WRITE")) {
+            req.shared = mc_is_word(argv[i], "READ");
+            has_mode = 1;
+        } else if (mc_is_word(argv[i], "REENTRANT")) {
             req.reentrant = 1;
         } else if (mc_is_word(argv[i], "SESSION")) {
             session = 1;
         } else if (mc_is_word(argv[i], "PERMITS")) {
             if (i + 1 >= argc) return mc_reply_needs_value(ctx, "PERMITS", "n");
             if (mc_parse_u64(argv[++i], 1, LOCK_MAX_PERMITS, &req.permits)) return mc_reply_range(ctx, "PERMITS", 1, LOCK_MAX_PERMITS);
+            has_permits = req.permits > 1;
         } else if (mc_is_word(argv[i], "LOCKDELAY")) {
             if (i + 1 >= argc) return mc_reply_needs_value(ctx, "LOCKDELAY", "delay-ms");
             if (mc_parse_u64(argv[++i], 0, LOCK_MAX_LEASE_MS, &req.delay_ms))
@@ -78,6 +85,9 @@ static int LockAcquire_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **arg
             return mc_reply_unknown_option(ctx, "LOCK.ACQUIRE", argv[i], LOCK_ACQUIRE_OPTIONS);
         }
     }
+    if (has_mode && has_permits)
+        return RedisModule_ReplyWithError(ctx, "ERR READ and WRITE are for a read-write lock, of one permit: not "
+                                               "with PERMITS n > 1");
     if (session) {
         /* A script runs on the server's own script client, which never
          * disconnects: a session bound to it would never end. */

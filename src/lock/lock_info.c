@@ -8,6 +8,11 @@ static RedisModuleCommandArg args_lock_acquire[] = {
     ARG_STR("owner", "owner token, 1 to 256 bytes"),
     ARG_INT("lease-ms", "milliseconds"),
     OPT_INT("PERMITS", "n", "holders allowed at once: 1 is a mutex, N a semaphore (default 1)"),
+    {.name = "read", .type = REDISMODULE_ARG_TYPE_PURE_TOKEN, .key_spec_index = -1, .token = "READ",
+     .summary = "a shared hold of a read-write lock: many readers at once, no writer",
+     .flags = REDISMODULE_CMD_ARG_OPTIONAL},
+    {.name = "write", .type = REDISMODULE_ARG_TYPE_PURE_TOKEN, .key_spec_index = -1, .token = "WRITE",
+     .summary = "an exclusive hold (the default)", .flags = REDISMODULE_CMD_ARG_OPTIONAL},
     {.name = "reentrant", .type = REDISMODULE_ARG_TYPE_PURE_TOKEN, .key_spec_index = -1, .token = "REENTRANT",
      .flags = REDISMODULE_CMD_ARG_OPTIONAL},
     {.name = "session", .type = REDISMODULE_ARG_TYPE_PURE_TOKEN, .key_spec_index = -1, .token = "SESSION",
@@ -27,12 +32,17 @@ static RedisModuleCommandArg args_lock_delay[] = {
     {.name = "delay", .type = REDISMODULE_ARG_TYPE_PURE_TOKEN, .key_spec_index = -1, .token = "DELAY"},
     ARG_INT("holder-index", "0-based position among the holders"), ARG_INT("delay-ms", "the holder's lock-delay"),
     {0}};
+static RedisModuleCommandArg args_lock_shared[] = {
+    {.name = "shared", .type = REDISMODULE_ARG_TYPE_PURE_TOKEN, .key_spec_index = -1, .token = "SHARED"},
+    ARG_INT("holder-index", "a holder that reads (a read-write lock)"), {0}};
 static RedisModuleCommandArg args_lock_state[] = {
     ARG_KEY("key", 0, NULL), ARG_INT("permits", NULL), ARG_INT("last_token", NULL), ARG_INT("nholders", NULL),
     {.name = "holder", .type = REDISMODULE_ARG_TYPE_BLOCK, .key_spec_index = -1,
      .flags = REDISMODULE_CMD_ARG_MULTIPLE | REDISMODULE_CMD_ARG_OPTIONAL, .subargs = args_lock_holder},
     {.name = "lock-delay", .type = REDISMODULE_ARG_TYPE_BLOCK, .key_spec_index = -1,
      .flags = REDISMODULE_CMD_ARG_MULTIPLE | REDISMODULE_CMD_ARG_OPTIONAL, .subargs = args_lock_delay},
+    {.name = "shared-holder", .type = REDISMODULE_ARG_TYPE_BLOCK, .key_spec_index = -1,
+     .flags = REDISMODULE_CMD_ARG_MULTIPLE | REDISMODULE_CMD_ARG_OPTIONAL, .subargs = args_lock_shared},
     {.name = "ephemeral", .type = REDISMODULE_ARG_TYPE_PURE_TOKEN, .key_spec_index = -1, .token = "EPHEMERAL",
      .summary = "a concurrency limit's key (RL.CONCURRENCY), deleted once nobody holds it",
      .flags = REDISMODULE_CMD_ARG_OPTIONAL},

@@ -6,7 +6,8 @@
  *   encver 1: permits, last_token, nholders, nholders x (owner, expires_ms, count, token)
  *   encver 2: the same, then flags (bit 0: ephemeral, a concurrency limit)
  *   encver 3: permits, last_token, nholders, nholders x (owner, expires_ms, count,
- *             token, delay_ms), flags; count 0 is a lock-delay slot (core/lock.h)
+ *             token, delay_ms, shared), flags; count 0 is a lock-delay slot, shared 1
+ *             a read hold of a read-write lock (core/lock.h)
  * Lease ends are absolute Unix milliseconds. A session holder's connection is
  * not persisted: after a restart or failover its lease is what ends it. */
 #include <string.h>
@@ -33,6 +34,7 @@ static void LockRdbSave(RedisModuleIO *rdb, void *value) {
         RedisModule_SaveUnsigned(rdb, h->count);
         RedisModule_SaveUnsigned(rdb, h->token);
         RedisModule_SaveUnsigned(rdb, h->delay_ms);
+        RedisModule_SaveUnsigned(rdb, h->shared);
     }
     RedisModule_SaveUnsigned(rdb, l->ephemeral ? 1 : 0);
 }
@@ -67,19 +69,33 @@ static void *LockRdbLoad(RedisModuleIO *rdb, int encver) {
                                    (unsigned long long)delay, (unsigned long long)LOCK_MAX_LEASE_MS);
             bad = 1;
         }
+        uint64_t shared = bad || encver < LOCK_ENCVER_3 ? 0 : RedisModule_LoadUnsigned(rdb);
+        bad = bad || RedisModule_IsIOError(rdb);
+        if (!bad && shared > 1) {
+            RedisModule_LogIOError(rdb, "warning", "mcaptcha_cache: stored value refused: field shared = %llu, not in [0, 1]",
+                                   (unsigned long long)shared);
+            bad = 1;
+        }
         bad = bad ||
               lock_restore_holder(l, owner, len, expires, (uint32_t)count, token, delay, encver >= LOCK_ENCVER_3) != 0;
         RedisModule_Free(owner);
         if (bad) goto fail;
+        l->holders[l->nholders - 1].shared = (uint16_t)shared;
     }
     if (encver >= LOCK_ENCVER_2) {
         uint64_t flags;
         LOAD_U64(flags, 1);
         l->ephemeral = (uint32_t)flags;
     }
-    if (lock_check_delays(l) != 0) {
+    int bad = lock_check(l);
+    if (bad == LOCK_BAD_DELAY) {
         RedisModule_LogIOError(rdb, "warning", "mcaptcha_cache: stored value refused: field delay_ms = 0 on a "
                                                "lock-delay slot (count 0), or set on a concurrency limit");
+        goto fail;
+    }
+    if (bad) {
+        RedisModule_LogIOError(rdb, "warning", "mcaptcha_cache: stored value refused: field shared = 1 on a "
+                                               "semaphore, a concurrency limit or beside an exclusive holder");
         goto fail;
     }
     /* Keep fencing tokens growing past this lock's, and end its leases on time. */
@@ -92,7 +108,7 @@ fail:
 }
 
 RedisModuleString **lock_state_args(const lockv *l, size_t *n) {
-    RedisModuleString **argv = RedisModule_Alloc(sizeof(*argv) * (4 + 7 * (size_t)l->nholders));
+    RedisModuleString **argv = RedisModule_Alloc(sizeof(*argv) * (4 + 9 * (size_t)l->nholders));
     size_t at = 0;
     argv[at++] = RedisModule_CreateStringFromLongLong(NULL, l->permits);
     argv[at++] = RedisModule_CreateStringFromLongLong(NULL, (long long)l->last_token);
@@ -110,6 +126,11 @@ RedisModuleString **lock_state_args(const lockv *l, size_t *n) {
         argv[at++] = RedisModule_CreateStringFromLongLong(NULL, i);
         argv[at++] = RedisModule_CreateStringFromLongLong(NULL, (long long)l->holders[i].delay_ms);
     }
+    for (uint32_t i = 0; i < l->nholders; i++) {
+        if (!l->holders[i].shared) continue;
+        argv[at++] = RedisModule_CreateString(NULL, "SHARED", 6);
+        argv[at++] = RedisModule_CreateStringFromLongLong(NULL, i);
+    }
     if (l->ephemeral) argv[at++] = RedisModule_CreateString(NULL, "EPHEMERAL", 9);
     *n = at;
     return argv;
@@ -118,26 +139,42 @@ RedisModuleString **lock_state_args(const lockv *l, size_t *n) {
 /* The error texts below name LOCK_MAX_TOKEN's value. */
 _Static_assert(LOCK_MAX_TOKEN == 4611686018427387904ULL, "update the token range in lock_from_args' errors");
 
-/* lock_from_args' part after the holders: [DELAY index delay-ms]...; the
- * delays go to holders of `l`. 0, or -1 when malformed (*err set for a bad
- * DELAY, left as the caller's syntax text for anything else). */
-static int delays_from_args(lockv *l, RedisModuleString **argv, int argc, const char **err) {
-    for (int i = 0; i < argc; i += 3) {
+/* lock_from_args' part after the holders: [DELAY index delay-ms]...
+ * [SHARED index]...; they go to holders of `l`. 0, or -1 when malformed (*err
+ * set for a bad DELAY or SHARED, left as the caller's syntax text for anything
+ * else). */
+static int holder_options_from_args(lockv *l, RedisModuleString **argv, int argc, const char **err) {
+    int i = 0;
+    while (i < argc) {
         uint64_t at, delay;
-        if (!mc_is_word(argv[i], "DELAY")) return -1; /* *err: the syntax */
-        if (i + 3 > argc || l->nholders == 0 || mc_parse_u64(argv[i + 1], 0, l->nholders - 1, &at) ||
-            mc_parse_u64(argv[i + 2], 1, LOCK_MAX_LEASE_MS, &delay) || l->holders[at].delay_ms != 0) {
-            *err = "expected DELAY holder-index delay-ms (1 to 2^40 ms, once per holder) after the holders";
-            return -1;
+        if (mc_is_word(argv[i], "DELAY")) {
+            if (i + 3 > argc || l->nholders == 0 || mc_parse_u64(argv[i + 1], 0, l->nholders - 1, &at) ||
+                mc_parse_u64(argv[i + 2], 1, LOCK_MAX_LEASE_MS, &delay) || l->holders[at].delay_ms != 0) {
+                *err = "expected DELAY holder-index delay-ms (1 to 2^40 ms, once per holder) after the holders";
+                return -1;
+            }
+            l->holders[at].delay_ms = delay;
+            i += 3;
+        } else if (mc_is_word(argv[i], "SHARED")) {
+            if (i + 2 > argc || l->nholders == 0 || mc_parse_u64(argv[i + 1], 0, l->nholders - 1, &at) ||
+                l->holders[at].shared) {
+                *err = "expected SHARED holder-index (once per holder) after the holders";
+                return -1;
+            }
+            l->holders[at].shared = 1;
+            i += 2;
+        } else {
+            return -1; /* *err: the syntax */
         }
-        l->holders[at].delay_ms = delay;
     }
     return 0;
 }
 
 lockv *lock_from_args(RedisModuleString **argv, int argc, const char **err) {
     uint64_t permits, last, n;
-    *err = "expected permits last_token nholders [owner expires_ms count token]... [DELAY index ms]... [EPHEMERAL]";
+    static const char *syntax = "expected permits last_token nholders [owner expires_ms count token]... "
+                                "[DELAY index ms]... [SHARED index]... [EPHEMERAL]";
+    *err = syntax;
     int ephemeral = argc > 0 && mc_is_word(argv[argc - 1], "EPHEMERAL");
     if (ephemeral) argc--;
     if (argc < 3) return NULL;
@@ -164,12 +201,14 @@ lockv *lock_from_args(RedisModuleString **argv, int argc, const char **err) {
             return NULL;
         }
     }
-    if (delays_from_args(l, argv + 3 + 4 * n, argc - 3 - 4 * (int)n, err) != 0) {
+    *err = syntax;
+    if (holder_options_from_args(l, argv + 3 + 4 * n, argc - 3 - 4 * (int)n, err) != 0) {
         lock_free(l);
         return NULL;
     }
-    if (lock_check_delays(l) != 0) {
-        *err = "a holder with count 0 (a lock-delay) needs its DELAY, and a concurrency limit (EPHEMERAL) has none";
+    if (lock_check(l) != 0) {
+        *err = "a holder with count 0 (a lock-delay) needs its DELAY; a concurrency limit (EPHEMERAL) has no DELAY "
+               "nor SHARED; SHARED holders only with permits 1 and no exclusive holder";
         lock_free(l);
         return NULL;
     }
@@ -195,6 +234,7 @@ static void LockDigest(RedisModuleDigest *md, void *value) {
         RedisModule_DigestAddLongLong(md, h->count);
         RedisModule_DigestAddLongLong(md, (long long)h->token);
         if (h->delay_ms) RedisModule_DigestAddLongLong(md, (long long)h->delay_ms);
+        if (h->shared) RedisModule_DigestAddStringBuffer(md, "shared", 6);
     }
     RedisModule_DigestEndSequence(md);
 }

@@ -120,6 +120,9 @@ static void check_lock_value(const lockv *l) {
         FUZZ_CHECK(h->count >= 1 || h->delay_ms >= 1); /* count 0: a lock-delay slot, with its delay */
         FUZZ_CHECK(h->delay_ms <= LOCK_MAX_LEASE_MS);
         FUZZ_CHECK(!l->ephemeral || h->delay_ms == 0);
+        FUZZ_CHECK(h->shared <= 1);
+        FUZZ_CHECK(!h->shared || (l->permits == 1 && !l->ephemeral));
+        FUZZ_CHECK(h->shared == l->holders[0].shared); /* readers, or exclusive entries: never both */
         FUZZ_CHECK(h->expires_ms <= LOCK_MAX_TIME_MS);
         FUZZ_CHECK(h->client_id == 0);
         for (uint32_t j = 0; j < i && h->count > 0; j++) /* live holders: distinct owners */

@@ -14,12 +14,20 @@
 #define US(ms) ((ms) * 1000ULL)
 
 static lock_outcome acq(lockv *l, const char *owner, uint64_t now, uint64_t lease, int reentrant, uint64_t *token) {
-    return lock_acquire(l, owner, strlen(owner), now, lease, 0, reentrant, 0, US(now), token);
+    lock_grant g = {.lease_ms = lease, .reentrant = reentrant};
+    return lock_acquire(l, owner, strlen(owner), now, &g, US(now), token);
 }
 
 static lock_outcome acq_delay(lockv *l, const char *owner, uint64_t now, uint64_t lease, uint64_t delay,
                               uint64_t *token) {
-    return lock_acquire(l, owner, strlen(owner), now, lease, delay, 0, 0, US(now), token);
+    lock_grant g = {.lease_ms = lease, .delay_ms = delay};
+    return lock_acquire(l, owner, strlen(owner), now, &g, US(now), token);
+}
+
+/* shared 1: READ, 0: WRITE */
+static lock_outcome acq_rw(lockv *l, const char *owner, uint64_t now, int shared, int reentrant, uint64_t *token) {
+    lock_grant g = {.lease_ms = 1000, .shared = shared, .reentrant = reentrant};
+    return lock_acquire(l, owner, strlen(owner), now, &g, US(now), token);
 }
 
 static void test_mutex(void **state) {
@@ -92,11 +100,12 @@ static void test_fencing_floor(void **state) {
     lockv *l = lock_new(1);
     uint64_t t;
     /* A floor far ahead (after a promotion) wins over last_token + 1. */
-    assert_int_equal(lock_acquire(l, "a", 1, NOW, 10, 0, 0, 0, US(NOW) + 10000000, &t), LOCK_GRANTED);
+    lock_grant g = {.lease_ms = 10};
+    assert_int_equal(lock_acquire(l, "a", 1, NOW, &g, US(NOW) + 10000000, &t), LOCK_GRANTED);
     assert_int_equal(t, US(NOW) + 10000000);
     lock_release(l, "a", 1);
     /* A clock behind the last token: last_token + 1. */
-    assert_int_equal(lock_acquire(l, "a", 1, NOW - 5000, 10, 0, 0, 0, US(NOW - 5000), &t), LOCK_GRANTED);
+    assert_int_equal(lock_acquire(l, "a", 1, NOW - 5000, &g, US(NOW - 5000), &t), LOCK_GRANTED);
     assert_int_equal(t, US(NOW) + 10000001);
     lock_free(l);
 }
@@ -182,11 +191,70 @@ static void test_lock_delay_end_hold_and_semaphore(void **state) {
     assert_int_equal(acq_delay(l, "a", NOW + 100, 1000, 0, &t), LOCK_GRANTED); /* the other permit */
     assert_int_equal(acq_delay(l, "c", NOW + 100, 1000, 0, &t), LOCK_BUSY);
     assert_int_equal(lock_find(l, "a", 1), 1);
-    assert_int_equal(lock_check_delays(l), 0);
+    assert_int_equal(lock_check(l), 0);
     assert_int_equal(lock_has_delays(l), 1);
     lockv *d = lock_dup(l);
     assert_int_equal(d->holders[0].count, 0);
     assert_int_equal(d->holders[0].delay_ms, 700);
+    lock_free(d);
+    lock_free(l);
+}
+
+/* Read-write: readers share, a writer excludes everyone; read inside write
+ * re-enters the write hold, write inside read is refused as an upgrade; a
+ * lapsed reader's lock-delay keeps writers out but not readers. */
+static void test_read_write(void **state) {
+    (void)state;
+    lockv *l = lock_new(1);
+    uint64_t t1, t2, t;
+    assert_int_equal(acq_rw(l, "r1", NOW, 1, 0, &t1), LOCK_GRANTED);
+    assert_int_equal(acq_rw(l, "r2", NOW, 1, 0, &t2), LOCK_GRANTED);
+    assert_true(t2 > t1);
+    assert_int_equal(l->nholders, 2);
+    assert_int_equal(acq_rw(l, "w", NOW, 0, 0, &t), LOCK_BUSY);
+    assert_int_equal(acq_rw(l, "r1", NOW, 0, 1, &t), LOCK_UPGRADE);  /* write inside read */
+    assert_int_equal(acq_rw(l, "r1", NOW, 0, 0, &t), LOCK_OWNED);
+    assert_int_equal(acq_rw(l, "r1", NOW, 1, 1, &t), LOCK_REENTERED);
+    assert_int_equal(t, t1);
+    assert_int_equal(lock_check(l), 0);
+    assert_int_equal(lock_release(l, "r1", 2), 1);
+    assert_int_equal(lock_release(l, "r1", 2), 0);
+    assert_int_equal(acq_rw(l, "w", NOW, 0, 0, &t), LOCK_BUSY);       /* r2 still reads */
+    assert_int_equal(lock_release(l, "r2", 2), 0);
+    assert_int_equal(acq_rw(l, "w", NOW, 0, 0, &t), LOCK_GRANTED);
+    lock_free(l);
+
+    l = lock_new(1);
+    assert_int_equal(acq_rw(l, "w", NOW, 0, 0, &t1), LOCK_GRANTED);
+    assert_int_equal(acq_rw(l, "r", NOW, 1, 0, &t), LOCK_BUSY);
+    assert_int_equal(acq_rw(l, "w", NOW, 1, 1, &t), LOCK_REENTERED);  /* read inside write */
+    assert_int_equal(l->nholders, 1);
+    assert_int_equal(l->holders[0].count, 2);
+    assert_int_equal(l->holders[0].shared, 0);
+    assert_int_equal(lock_release(l, "w", 1), 1);
+    assert_int_equal(lock_release(l, "w", 1), 0);
+    /* a reader's lock-delay: other readers may come, a writer may not */
+    lock_grant g = {.lease_ms = 100, .delay_ms = 1000, .shared = 1};
+    assert_int_equal(lock_acquire(l, "r", 1, NOW, &g, US(NOW), &t), LOCK_GRANTED);
+    assert_int_equal(lock_expire(l, NOW + 100, NULL), 1);
+    assert_int_equal(l->holders[0].count, 0);
+    assert_int_equal(l->holders[0].shared, 1);
+    assert_int_equal(acq_rw(l, "w", NOW + 100, 0, 0, &t), LOCK_BUSY);
+    assert_int_equal(acq_rw(l, "r2", NOW + 100, 1, 0, &t), LOCK_GRANTED);
+    /* a semaphore has no shared holders */
+    lockv *sem = lock_new(3);
+    assert_int_equal(acq_rw(sem, "r", NOW, 1, 0, &t), LOCK_BUSY);
+    lock_free(sem);
+    /* restore checks: shared beside exclusive, or on a semaphore, is refused */
+    l->holders[1].shared = 0;
+    assert_int_equal(lock_check(l), LOCK_BAD_SHARED);
+    l->holders[1].shared = 1;
+    l->permits = 2;
+    assert_int_equal(lock_check(l), LOCK_BAD_SHARED);
+    l->permits = 1;
+    assert_int_equal(lock_check(l), 0);
+    lockv *d = lock_dup(l);
+    assert_int_equal(d->holders[0].shared + d->holders[1].shared, 2);
     lock_free(d);
     lock_free(l);
 }
@@ -199,12 +267,12 @@ static void test_restore_lock_delays(void **state) {
     assert_int_equal(lock_restore_holder(l, "a", 1, NOW, 0, 50, 500, 1), 0);
     assert_int_equal(lock_restore_holder(l, "a", 1, NOW, 1, 60, 0, 1), 0);        /* a live hold beside its slot */
     assert_int_equal(lock_restore_holder(l, "b", 1, NOW, 1, 60, LOCK_MAX_LEASE_MS + 1, 1), -1);
-    assert_int_equal(lock_check_delays(l), 0);
+    assert_int_equal(lock_check(l), 0);
     l->holders[0].delay_ms = 0;
-    assert_int_equal(lock_check_delays(l), -1);                                   /* a slot without its delay */
+    assert_int_equal(lock_check(l), LOCK_BAD_DELAY);                       /* a slot without its delay */
     l->holders[0].delay_ms = 500;
     l->ephemeral = 1;
-    assert_int_equal(lock_check_delays(l), -1);                                   /* concurrency limits have none */
+    assert_int_equal(lock_check(l), LOCK_BAD_DELAY);                       /* concurrency limits have none */
     lock_free(l);
 }
 
@@ -218,6 +286,7 @@ int main(void) {
         cmocka_unit_test(test_lock_delay_after_lease_end),
         cmocka_unit_test(test_lock_delay_end_hold_and_semaphore),
         cmocka_unit_test(test_restore_lock_delays),
+        cmocka_unit_test(test_read_write),
     };
     return cmocka_run_group_tests_name("lock", tests, NULL, NULL);
 }

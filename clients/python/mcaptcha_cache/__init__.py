@@ -19,7 +19,7 @@
 Units: the lock and rate-limit classes take **milliseconds** (``*_ms``), the captcha classes
 **seconds** (``duration_s``), as the module's commands do. Errors are the typed exceptions of
 :mod:`mcaptcha_cache.errors`. The asyncio classes are in :mod:`mcaptcha_cache.asyncio` (also
-exported here as ``AsyncLock``, ``AsyncSemaphore``, ``AsyncRateLimiter``,
+exported here as ``AsyncLock``, ``AsyncReadWriteLock``, ``AsyncSemaphore``, ``AsyncRateLimiter``,
 ``AsyncSlidingWindowLimiter``, ``AsyncCaptcha``).
 """
 
@@ -29,19 +29,20 @@ from .errors import (CaptchaError, CaptchaExists, CaptchaNotFound, ChallengeExis
                      ChallengeNotFound, CrossSlot, InvalidArgument, InvalidCaptchaConfig,
                      LockError, LockLost, LockNotAcquired, LockNotOwned, McaptchaCacheError,
                      PermitsMismatch, RateLimited, RateLimitError, ServerError, WrongType)
-from .lock import Lock, Semaphore
+from .lock import Lock, ReadWriteLock, Semaphore
 from .ratelimit import RateLimiter, SlidingWindowLimiter, rate_limited
 from .asyncio import Captcha as AsyncCaptcha
 from .asyncio import Lock as AsyncLock
 from .asyncio import RateLimiter as AsyncRateLimiter
+from .asyncio import ReadWriteLock as AsyncReadWriteLock
 from .asyncio import Semaphore as AsyncSemaphore
 from .asyncio import SlidingWindowLimiter as AsyncSlidingWindowLimiter
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Lock", "Semaphore", "RateLimiter", "SlidingWindowLimiter", "Captcha", "rate_limited",
-    "AsyncLock", "AsyncSemaphore", "AsyncRateLimiter", "AsyncSlidingWindowLimiter",
+    "Lock", "ReadWriteLock", "Semaphore", "RateLimiter", "SlidingWindowLimiter", "Captcha",
+    "rate_limited", "AsyncLock", "AsyncReadWriteLock", "AsyncSemaphore", "AsyncRateLimiter", "AsyncSlidingWindowLimiter",
     "AsyncCaptcha",
     "Decision", "LockInfo", "Holder", "Challenge",
     "McaptchaCacheError", "ServerError", "InvalidArgument", "WrongType", "CrossSlot",

@@ -39,10 +39,11 @@ class Lock(_lock._LockBase):
     _task = None
 
     def __init__(self, client, name, lease_ms, wait_ms=None, session=False, *, auto_renew=True,
-                 renew_every_ms=None, on_lost=None, owner=None, lock_delay_ms=None):
+                 renew_every_ms=None, on_lost=None, owner=None, lock_delay_ms=None, _mode=None):
         _lock._LockBase.__init__(self, client, name, lease_ms, wait_ms, session,
                                  auto_renew=auto_renew, renew_every_ms=renew_every_ms,
-                                 on_lost=on_lost, owner=owner, lock_delay_ms=lock_delay_ms)
+                                 on_lost=on_lost, owner=owner, lock_delay_ms=lock_delay_ms,
+                                 _mode=_mode)
 
     # ------------------------------------------------------------ session
     def _acquire_client(self):
@@ -250,6 +251,13 @@ class Semaphore(Lock):
     def __init__(self, client, name, permits, lease_ms, wait_ms=None, session=False, **kw):
         _lock._LockBase.__init__(self, client, name, lease_ms, wait_ms, session,
                                  _permits=_lock.check_permits(permits), **kw)
+
+
+class ReadWriteLock(_lock.ReadWriteLock):
+    __doc__ = ("asyncio version of :class:`mcaptcha_cache.ReadWriteLock`: ``read_lock()`` and "
+               "``write_lock()`` return :class:`Lock` objects of this module.\n\n"
+               + (_lock.ReadWriteLock.__doc__ or ""))
+    _lock_class = Lock
 
 
 # ------------------------------------------------------------------ limiters

@@ -15,7 +15,7 @@ from ._common import (LockInfo, WaitBudget, check_ms, check_wait_ms, default_ren
                       parse_grant, round_cap_ms, to_str, wait_args)
 from .errors import LockError, LockLost, LockNotAcquired, LockNotOwned, WrongType, map_error
 
-__all__ = ["Lock", "Semaphore"]
+__all__ = ["Lock", "ReadWriteLock", "Semaphore"]
 
 log = logging.getLogger("mcaptcha_cache")
 
@@ -26,7 +26,8 @@ class _LockBase:
     """State, arguments and queries shared by the sync and asyncio locks."""
 
     def __init__(self, client, name, lease_ms, wait_ms=None, session=False, *, auto_renew=True,
-                 renew_every_ms=None, on_lost=None, owner=None, lock_delay_ms=None, _permits=None):
+                 renew_every_ms=None, on_lost=None, owner=None, lock_delay_ms=None, _permits=None,
+                 _mode=None):
         self.client = client
         self.name = name
         self.lease_ms = check_ms("lease_ms", lease_ms)
@@ -40,6 +41,7 @@ class _LockBase:
         self.owner = to_str(owner) if owner is not None else uuid.uuid4().hex
         self.token = None
         self._permits = _permits  # None: a mutex (no PERMITS argument)
+        self._mode = _mode        # None, "READ" or "WRITE" (a ReadWriteLock's holds)
         self._held = False
         self._lost = False
         self._lost_reason = None
@@ -82,6 +84,8 @@ class _LockBase:
             args.append("SESSION")
         if self.lock_delay_ms:
             args += ["LOCKDELAY", self.lock_delay_ms]
+        if self._mode:
+            args.append(self._mode)
         args += wait_args(wait)
         return args
 
@@ -134,10 +138,10 @@ class Lock(_LockBase):
     _thread = None
 
     def __init__(self, client, name, lease_ms, wait_ms=None, session=False, *, auto_renew=True,
-                 renew_every_ms=None, on_lost=None, owner=None, lock_delay_ms=None):
+                 renew_every_ms=None, on_lost=None, owner=None, lock_delay_ms=None, _mode=None):
         _LockBase.__init__(self, client, name, lease_ms, wait_ms, session, auto_renew=auto_renew,
                            renew_every_ms=renew_every_ms, on_lost=on_lost, owner=owner,
-                           lock_delay_ms=lock_delay_ms)
+                           lock_delay_ms=lock_delay_ms, _mode=_mode)
 
     def _acquire_client(self):
         if self.session and not is_cluster(self.client) and hasattr(self.client, "client"):
@@ -370,3 +374,34 @@ def check_permits(permits):
     if isinstance(permits, bool) or not isinstance(permits, int) or permits < 1:
         raise ValueError("permits must be an int >= 1, got %r" % (permits,))
     return permits
+
+
+class ReadWriteLock:
+    """A read-write lock held on the server (``LOCK.ACQUIRE … READ`` / ``WRITE``): many readers
+    at once, or one writer.
+
+    ``ReadWriteLock(client, name, lease_ms, wait_ms=None, session=False, **kw)`` (the arguments
+    of :class:`Lock`). ``read_lock()`` and ``write_lock()`` each return a new :class:`Lock` --
+    one holder, with its own owner, watchdog and fencing token -- that takes the shared or the
+    exclusive hold of the same key. Waiters are served first come first served on the server,
+    so readers that come after a waiting writer wait behind it. A ``read_lock()`` and a
+    ``write_lock()`` are different owners: a write lock taken while the same thread holds a
+    read lock waits for that read lock (release it first)."""
+
+    _lock_class = Lock
+
+    def __init__(self, client, name, lease_ms, wait_ms=None, session=False, **kw):
+        self.client, self.name, self.lease_ms = client, name, lease_ms
+        self.wait_ms, self.session, self._kw = wait_ms, session, kw
+
+    def _make(self, mode):
+        return self._lock_class(self.client, self.name, self.lease_ms, self.wait_ms, self.session,
+                                _mode=mode, **self._kw)
+
+    def read_lock(self):
+        """A new lock object for a shared (read) hold."""
+        return self._make("READ")
+
+    def write_lock(self):
+        """A new lock object for an exclusive (write) hold."""
+        return self._make("WRITE")

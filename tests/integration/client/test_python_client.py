@@ -35,7 +35,8 @@ CLIENT_DIR = os.path.join(REPO_ROOT, "clients", "python")
 sys.path.insert(0, CLIENT_DIR)
 
 import mcaptcha_cache  # noqa: E402
-from mcaptcha_cache import (AsyncCaptcha, AsyncLock, AsyncRateLimiter, AsyncSemaphore,  # noqa: E402
+from mcaptcha_cache import (AsyncCaptcha, AsyncLock, AsyncRateLimiter, AsyncReadWriteLock,  # noqa: E402
+                            AsyncSemaphore, ReadWriteLock,
                             Captcha, CaptchaExists, CaptchaNotFound, Challenge, ChallengeExists,
                             ChallengeNotFound, Decision, InvalidArgument, InvalidCaptchaConfig,
                             Lock, LockError, LockLost, LockNotAcquired, LockNotOwned,
@@ -273,6 +274,41 @@ def test_lock_delay_ms(server):
     assert not Lock(r, "d:2", 1000).acquire(wait_ms=0)
     with pytest.raises(LockLost):
         stalled.release()
+
+
+def test_read_write_lock(server):
+    """read_lock() objects share the key; write_lock() waits for them on the server, and
+    readers that come after the waiting writer wait behind it."""
+    r = server.client(decode_responses=True)
+    rw = ReadWriteLock(r, "rw:1", 60000)
+    a, b = rw.read_lock(), rw.read_lock()
+    assert a.acquire(wait_ms=0) and b.acquire(wait_ms=0)
+    assert a.token != b.token and a.owner != b.owner
+    w = rw.write_lock()
+    assert not w.acquire(wait_ms=0)
+    t = threading.Thread(target=w.acquire, kwargs={"wait_ms": 10000}, daemon=True)
+    t.start()
+    wait_for(lambda: inspect(r, "rw:1")[2] == 1, 3.0, "the writer queued")
+    assert not rw.read_lock().acquire(wait_ms=0)  # does not pass the waiting writer
+    a.release()
+    b.release()
+    t.join(10)
+    assert w.held and w.token > max(a.token, b.token)
+    w.release()
+
+    async def run():
+        ar = aioredis.Redis(host=server.host, port=server.port)
+        try:
+            arw = AsyncReadWriteLock(ar, "rw:2", 60000)
+            async with arw.read_lock() as x, arw.read_lock() as y:
+                assert x.token != y.token
+                assert not await arw.write_lock().acquire(wait_ms=0)
+            async with arw.write_lock() as z:
+                assert z.held
+        finally:
+            await ar.close()
+
+    asyncio.run(run())
 
 
 def test_semaphore_permits(server):

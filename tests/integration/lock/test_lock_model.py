@@ -1,8 +1,8 @@
 """A model-based test of the lock family: random sequences of commands against
 a real primary (with a replica), every reply compared with a Python model.
 
-The rules: LOCK.ACQUIRE (mutex and PERMITS 2 semaphores, REENTRANT, SESSION,
-LOCKDELAY, WAIT), RELEASE and EXTEND by owners and strangers, waiters that queue, time
+The rules: LOCK.ACQUIRE (mutex and PERMITS 2 semaphores, READ and WRITE holds
+of read-write locks, REENTRANT, SESSION, LOCKDELAY, WAIT), RELEASE and EXTEND by owners and strangers, waiters that queue, time
 out or disconnect, a lease made to end (the waiter behind it must be served by
 the module's timer), a session connection that closes, DEL/UNLINK/FLUSHALL/
 FLUSHDB of held locks with waiters (the head waiter is served at once), RENAME,
@@ -63,23 +63,27 @@ def read(conn):
 
 
 class Holder:
-    def __init__(self, owner, token, session=None, delay=False):
+    def __init__(self, owner, token, session=None, delay=False, shared=False):
         self.owner, self.token, self.count, self.session, self.delay = owner, token, 1, session, delay
+        self.shared = shared
 
 
 class LockM:
     def __init__(self, permits):
         self.permits, self.last_token, self.holders = permits, 0, {}
-        self.slots = []   # lock-delays: (owner, token), each taking a permit
+        self.slots = []   # lock-delays: (owner, token, shared), each taking a permit
 
     def taken(self):
         return len(self.holders) + len(self.slots)
+
+    def all_shared(self):
+        return all(h.shared for h in self.holders.values()) and all(sh for _, _, sh in self.slots)
 
     def end_hold(self, owner):
         """owner's hold ends without a release: a lock-delay if it has one."""
         h = self.holders.pop(owner)
         if h.delay:
-            self.slots.append((owner, h.token))
+            self.slots.append((owner, h.token, h.shared))
             STATS["lock-delays"] += 1
         return h
 
@@ -87,12 +91,12 @@ class LockM:
 class Waiter:
     """A blocked LOCK.ACQUIRE ... WAIT on its own connection."""
 
-    def __init__(self, conn, owner, permits):
-        self.conn, self.owner, self.permits = conn, owner, permits
+    def __init__(self, conn, owner, permits, shared=False):
+        self.conn, self.owner, self.permits, self.shared = conn, owner, permits, shared
 
 
 STATS = {"examples": 0, "steps": 0, "grants": 0, "waiters served": 0, "timeouts": 0, "restarts": 0,
-         "lock-delays": 0}
+         "lock-delays": 0, "read grants": 0, "upgrades refused": 0}
 
 
 class LockMachine(RuleBasedStateMachine):
@@ -131,18 +135,21 @@ class LockMachine(RuleBasedStateMachine):
         STATS["grants"] += 1
         return token
 
-    def try_acquire(self, key, owner, permits, reentrant):
+    def try_acquire(self, key, owner, permits, reentrant, shared=False):
         """The model of one attempt with no queue ahead: ('granted', holder) |
-        ('reentered', holder) | ('owned',) | ('busy',) | ('permits',)."""
+        ('reentered', holder) | ('owned',) | ('busy',) | ('permits',) | ('upgrade',)
+        (WRITE inside READ). `shared`: READ, on a lock of one permit."""
         lk = self.locks.get(key)
         if lk is not None and lk.taken() and lk.permits != permits:
             return ("permits",)
         if lk is not None and owner in lk.holders:
             if not reentrant:
                 return ("owned",)
+            if lk.holders[owner].shared and not shared:
+                return ("upgrade",)
             lk.holders[owner].count += 1
             return ("reentered", lk.holders[owner])
-        if lk is not None and lk.taken() >= permits:
+        if lk is not None and (not lk.all_shared() if shared else lk.taken() >= permits):
             return ("busy",)           # refused: the lock is left as it was
         if lk is None:
             lk = self.locks[key] = LockM(permits)
@@ -163,7 +170,7 @@ class LockMachine(RuleBasedStateMachine):
         q = self.queues.get(key, [])
         while q:
             w = q[0]
-            out = self.try_acquire(key, w.owner, w.permits, False)
+            out = self.try_acquire(key, w.owner, w.permits, False, w.shared)
             if out[0] == "busy":
                 return
             q.pop(0)
@@ -173,7 +180,7 @@ class LockMachine(RuleBasedStateMachine):
             else:
                 assert out[0] == "granted", out
                 assert rep[0] == 1 and rep[2] == LEASE, rep
-                self.locks[key].holders[w.owner] = Holder(w.owner, self.new_token(key, rep[1]))
+                self.locks[key].holders[w.owner] = Holder(w.owner, self.new_token(key, rep[1]), shared=w.shared)
             STATS["waiters served"] += 1
             w.conn.disconnect()
 
@@ -200,44 +207,56 @@ class LockMachine(RuleBasedStateMachine):
 
     # ------------------------------------------------------------------ rules
     @rule(name=st.sampled_from(NAMES), db=DB, owner=st.sampled_from(OWNERS),
-          permits=st.sampled_from([1, 1, 2]), reentrant=st.booleans(), delay=st.sampled_from([False, False, True]))
-    def acquire(self, name, db, owner, permits, reentrant, delay):
+          permits=st.sampled_from([1, 1, 2]), reentrant=st.booleans(), delay=st.sampled_from([False, False, True]),
+          mode=st.sampled_from([None, None, "READ", "READ", "WRITE"]))
+    def acquire(self, name, db, owner, permits, reentrant, delay, mode):
         key = (db, name)
+        shared = mode == "READ"
         args = ["LOCK.ACQUIRE", name, owner, LEASE, "PERMITS", permits] + (["REENTRANT"] if reentrant else [])
         args += ["LOCKDELAY", LEASE] if delay else []
+        args += [mode] if mode else []
         try:
             rep = self.c(db).execute_command(*args)
         except redis.ResponseError as e:
             rep = e
+        if mode and permits > 1:
+            assert isinstance(rep, redis.ResponseError) and "not with PERMITS" in str(rep), rep
+            return
         if self.queues.get(key):
             lk = self.locks.get(key)
             if reentrant and lk is not None and owner in lk.holders:
-                out = self.try_acquire(key, owner, permits, reentrant)
-                assert out[0] in ("reentered", "permits"), out
+                out = self.try_acquire(key, owner, permits, reentrant, shared)
+                assert out[0] in ("reentered", "permits", "upgrade"), out
             else:
                 out = ("queued",)
         else:
-            out = self.try_acquire(key, owner, permits, reentrant)
-        if out[0] == "permits":
+            out = self.try_acquire(key, owner, permits, reentrant, shared)
+        if out[0] == "upgrade":
+            assert isinstance(rep, redis.ResponseError) and "holds this lock for READ" in str(rep), rep
+            STATS["upgrades refused"] += 1
+        elif out[0] == "permits":
             assert isinstance(rep, redis.ResponseError) and "PERMITS differs" in str(rep), rep
         elif out[0] == "reentered":
             assert rep == [1, out[1].token, LEASE], (rep, out[1].token)
         elif out[0] == "granted":
             assert rep[0] == 1 and rep[2] == LEASE, rep
-            self.locks[key].holders[owner] = Holder(owner, self.new_token(key, rep[1]), delay=delay)
+            self.locks[key].holders[owner] = Holder(owner, self.new_token(key, rep[1]), delay=delay, shared=shared)
+            STATS["read grants"] += shared
         else:
             self.check_refusal(key, rep)
 
-    @rule(name=st.sampled_from(NAMES), db=DB, permits=st.sampled_from([1, 1, 2]))
-    def wait(self, name, db, permits):
+    @rule(name=st.sampled_from(NAMES), db=DB, permits=st.sampled_from([1, 1, 2]), reader=st.booleans())
+    def wait(self, name, db, permits, reader=False):
         """A new owner waits (WAIT 10 minutes): granted at once, or queued."""
         key = (db, name)
         owner = self.fresh("w")
+        shared = reader and permits == 1
         conn = self.conn(db)
-        conn.send_command("LOCK.ACQUIRE", name, owner, LEASE, "PERMITS", permits, "WAIT", LEASE)
-        out = ("queued",) if self.queues.get(key) else self.try_acquire(key, owner, permits, False)
+        conn.send_command("LOCK.ACQUIRE", name, owner, LEASE, "PERMITS", permits, "WAIT", LEASE,
+                          *(["READ"] if shared else []))
+        out = ("queued",) if self.queues.get(key) else self.try_acquire(key, owner, permits, False, shared)
         if out[0] == "queued" or out[0] == "busy":
-            self.queues.setdefault(key, []).append(Waiter(conn, owner, permits))
+            self.queues.setdefault(key, []).append(Waiter(conn, owner, permits, shared))
             poll("waiter %s queued on %s" % (owner, key),
                  lambda: self.c(db).execute_command("LOCK.INSPECT", name)[2] == len(self.queues[key]))
             return
@@ -247,7 +266,7 @@ class LockMachine(RuleBasedStateMachine):
             assert isinstance(rep, redis.ResponseError) and "PERMITS differs" in str(rep), rep
         else:
             assert out[0] == "granted" and rep[0] == 1, (out, rep)
-            self.locks[key].holders[owner] = Holder(owner, self.new_token(key, rep[1]))
+            self.locks[key].holders[owner] = Holder(owner, self.new_token(key, rep[1]), shared=shared)
 
     @precondition(lambda self: any(self.queues.values()))
     @rule(data=st.data())
@@ -425,7 +444,7 @@ class LockMachine(RuleBasedStateMachine):
         copy = LockM(lk.permits)
         copy.last_token = lk.last_token
         copy.slots = list(lk.slots)
-        copy.holders = {o: Holder(o, h.token, delay=h.delay) for o, h in lk.holders.items()}
+        copy.holders = {o: Holder(o, h.token, delay=h.delay, shared=h.shared) for o, h in lk.holders.items()}
         for o, h in lk.holders.items():
             copy.holders[o].count = h.count
         self.locks[d] = copy
@@ -472,9 +491,9 @@ class LockMachine(RuleBasedStateMachine):
             c.connection_pool.disconnect()
 
     # Rules drawn more often: they make queues form and drain.
-    @rule(name=st.sampled_from(NAMES), db=DB, permits=st.sampled_from([1, 1, 2]))
-    def wait_more(self, name, db, permits):
-        self.wait(name, db, permits)
+    @rule(name=st.sampled_from(NAMES), db=DB, permits=st.sampled_from([1, 1, 2]), reader=st.booleans())
+    def wait_more(self, name, db, permits, reader):
+        self.wait(name, db, permits, reader)
 
     @rule(name=st.sampled_from(NAMES), db=DB)
     def holder_releases(self, name, db):
@@ -500,7 +519,7 @@ class LockMachine(RuleBasedStateMachine):
                 assert (permits, last, waiters) == (lk.permits, lk.last_token, len(self.queues.get(key, []))), \
                     (key, got, lk.permits, lk.last_token)
                 want = sorted([(o.encode(), h.token, h.count) for o, h in lk.holders.items()] +
-                              [(o.encode(), t, 0) for o, t in lk.slots])
+                              [(o.encode(), t, 0) for o, t, _ in lk.slots])
                 assert sorted((h[0], h[2], h[3]) for h in holders) == want, (key, holders, want)
                 assert all(0 < h[1] <= LEASE for h in holders), holders
         for q in self.queues.values():
@@ -515,4 +534,4 @@ def test_lock_model(servers):
     run_state_machine_as_test(LockMachine, settings=model_settings(examples=40, steps=60))
     print("lock model:", STATS)
     assert STATS["waiters served"] > 0 and STATS["grants"] > STATS["examples"], STATS
-    assert STATS["lock-delays"] > 0, STATS
+    assert STATS["lock-delays"] > 0 and STATS["read grants"] > 0, STATS

@@ -120,7 +120,8 @@ def test_window_loader_names_the_field(server, index, value, field):
     _refused(server, r, _mutated(r, "w", index, value), field)
 
 
-# lock: permits, last_token, nholders, then each holder (owner, expires_ms, count, token, delay_ms)
+# lock: permits, last_token, nholders, then each holder (owner, expires_ms, count, token, delay_ms,
+# shared)
 @pytest.mark.parametrize("index,value,field", [
     (0, 0, "permits"), (0, 2 ** 20, "permits"),
     (1, 2 ** 63, "last_token"),
@@ -132,11 +133,15 @@ def test_lock_loader_names_the_field(server, index, value, field):
     _refused(server, r, _mutated(r, "l", index, value), field)
 
 
-# encver 3: each holder is (owner, expires_ms, count, token, delay_ms), then flags:
-# a delay above 2^40 ms, a lock-delay slot (count 0) without a delay, and a
-# concurrency limit (flags 1) with a delay are refused, naming delay_ms
-@pytest.mark.parametrize("index,value,delay", [(7, 2 ** 40 + 1, 500), (5, 0, 0), (8, 1, 500)])
-def test_lock_loader_names_the_lock_delay(server, index, value, delay):
+# encver 3: each holder is (owner, expires_ms, count, token, delay_ms, shared), then
+# flags: a delay above 2^40 ms, a lock-delay slot (count 0) without a delay, and a
+# concurrency limit (flags 1) with a delay are refused, naming delay_ms; shared
+# above 1, or shared on a concurrency limit, naming shared
+@pytest.mark.parametrize("index,value,delay,mode,field", [
+    (7, 2 ** 40 + 1, 500, "WRITE", "delay_ms"), (5, 0, 0, "WRITE", "delay_ms"), (9, 1, 500, "WRITE", "delay_ms"),
+    (8, 2, 0, "READ", "shared"), (9, 1, 0, "READ", "shared"),
+])
+def test_lock_loader_names_the_lock_delay_and_shared(server, index, value, delay, mode, field):
     r = server.client()
-    assert r.execute_command("LOCK.ACQUIRE", "l", "owner", 60000, "LOCKDELAY", delay)[0] == 1
-    _refused(server, r, _mutated(r, "l", index, value), "delay_ms")
+    assert r.execute_command("LOCK.ACQUIRE", "l", "owner", 60000, "LOCKDELAY", delay, mode)[0] == 1
+    _refused(server, r, _mutated(r, "l", index, value), field)
