@@ -85,8 +85,8 @@ NOTES = {
                      "`ERR the lock is not held by this owner`; `WRONGTYPE`.", "LOCK.RELEASE orders:42 worker-7"),
     "LOCK.EXTEND": ("Integer: the new lease in ms, counted from now.", "`ERR the lock is not held by this owner`; range errors; `WRONGTYPE`.",
                     "LOCK.EXTEND orders:42 worker-7 10000"),
-    "LOCK.INSPECT": ("Array `[permits, last fencing token, waiters, [[owner, lease_ms left, token, count], …]]`, or nil when there is no such lock. An entry with count 0 is a lock-delay: its owner's hold ended without a release, and the permit stays taken for the ms shown.",
-                     "`WRONGTYPE`.", "LOCK.INSPECT orders:42"),
+    "LOCK.INSPECT": ("Array `[permits, last fencing token, waiters, [[owner, lease_ms left, token, count], …]]`, or nil when there is no such lock. An entry with count 0 is a lock-delay: its owner's hold ended without a release, and the permit stays taken for the ms shown. FULL: field/value pairs `permits`, `last_token`, `kind`, `holders` (each: `owner`, `mode`, `state`, `ms_left`, `token`, `count`, `held_ms`, `lock_delay_ms`, `session`) and `waiters` in queue order (each: `owner`, `mode`, `permits`, `lease_ms`, `waited_ms`, `timeout_ms`, `client_id`).",
+                     "`ERR unknown option '…' for LOCK.INSPECT; expected FULL`; `WRONGTYPE`.", "LOCK.INSPECT orders:42 FULL"),
     "LOCK.STATE": ("`OK`. " + INTERNAL, "`ERR invalid lock state: …` naming the field.",
                    "LOCK.STATE orders:42 1 1700000000000123 1 worker-7 1700000010000 1 1700000000000123"),
 }

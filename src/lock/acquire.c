@@ -246,6 +246,10 @@ int lock_acquire_flow(RedisModuleCtx *ctx, RedisModuleString *keyname, lock_req 
     return reply_acquire(ctx, &rep);
 }
 
+const waitq_ops *lock_waitq_ops(void) {
+    return &lock_wait_ops;
+}
+
 long long lock_max_queue_length(void) {
     return waitq_max_length(&lock_wait_ops);
 }

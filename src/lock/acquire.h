@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "redismodule.h"
+#include "server/waitq.h"
 
 typedef struct lock_req {
     int ephemeral;      /* RL.CONCURRENCY: the key goes once nobody holds it */
@@ -35,5 +36,9 @@ int lock_acquire_flow(RedisModuleCtx *ctx, RedisModuleString *keyname, lock_req 
 
 /* The longest queue of lock and concurrency waiters on one key now (INFO). */
 long long lock_max_queue_length(void);
+
+/* The wait-queue operations of lock waiters (their requests are lock_req), for
+ * introspection (server/waitq.h's waitq_each). */
+const waitq_ops *lock_waitq_ops(void);
 
 #endif

@@ -2,7 +2,8 @@
  *
  *   LOCK.ACQUIRE key owner lease-ms [PERMITS n | READ | WRITE] [REENTRANT] [SESSION]
  *                [LOCKDELAY delay-ms] [WAIT timeout-ms]
- *   LOCK.RELEASE key owner       LOCK.EXTEND key owner lease-ms      LOCK.INSPECT key
+ *   LOCK.RELEASE key owner       LOCK.EXTEND key owner lease-ms
+ *   LOCK.INSPECT key [FULL]      (inspect.c)
  *   LOCK.STATE key ...           internal: replication and AOF
  *
  *   RL.CONCURRENCY key holder lease-ms limit [WAIT timeout-ms]
@@ -28,6 +29,7 @@
 
 #include "lock/acquire.h"
 #include "lock/fencing.h"
+#include "lock/inspect.h"
 #include "lock/leases.h"
 #include "lock/sessions.h"
 #include "lock/state.h"
@@ -171,41 +173,6 @@ static int LockExtend_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv
     return RedisModule_ReplyWithLongLong(ctx, (long long)lease);
 }
 
-/* LOCK.INSPECT <key>
- * Reply: [permits, last fencing token, waiters, [[owner, lease ms left, token,
- * count], ...]] for the leases still running and the lock-delays (count 0, ms
- * until the delay ends: the owner's hold ended without a release); nil when
- * there is no such lock. Read-only (runs on replicas). */
-static int LockInspect_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
-    if (argc != 2) return RedisModule_WrongArity(ctx);
-    RedisModuleKey *key;
-    if (lock_open(ctx, argv[1], REDISMODULE_READ, &key) != 0)
-        return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
-    if (RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_EMPTY) {
-        RedisModule_CloseKey(key);
-        return RedisModule_ReplyWithNull(ctx);
-    }
-    lockv *l = RedisModule_ModuleTypeGetValue(key);
-    uint64_t now_ms = mc_now_ms();
-    RedisModule_ReplyWithArray(ctx, 4);
-    RedisModule_ReplyWithLongLong(ctx, l->permits);
-    RedisModule_ReplyWithLongLong(ctx, (long long)l->last_token);
-    RedisModule_ReplyWithLongLong(ctx, waitq_length(ctx, argv[1]));
-    RedisModule_ReplyWithArray(ctx, lock_live_holders(l, now_ms));
-    for (uint32_t i = 0; i < l->nholders; i++) {
-        lock_holder *h = &l->holders[i];
-        uint64_t end = lock_entry_end(h, now_ms);
-        if (end <= now_ms) continue;
-        RedisModule_ReplyWithArray(ctx, 4);
-        RedisModule_ReplyWithStringBuffer(ctx, h->owner, h->owner_len);
-        RedisModule_ReplyWithLongLong(ctx, (long long)(end - now_ms));
-        RedisModule_ReplyWithLongLong(ctx, (long long)h->token);
-        RedisModule_ReplyWithLongLong(ctx, h->expires_ms > now_ms ? h->count : 0);
-    }
-    RedisModule_CloseKey(key);
-    return REDISMODULE_OK;
-}
-
 /* LOCK.STATE <key> <permits> <last token> <nholders> [<owner> <lease end unix ms> <count> <token>]...
  *            [DELAY <holder index> <delay ms>]... [EPHEMERAL]
  * Internal (replication, AOF; server/internal.h): replaces <key>'s value with exactly this
@@ -282,7 +249,7 @@ static const mc_command commands[] = {
     {"LOCK.ACQUIRE", LockAcquire_RedisCommand, "write deny-oom", 1, 1, 1},
     {"LOCK.RELEASE", LockRelease_RedisCommand, "write fast", 1, 1, 1},
     {"LOCK.EXTEND", LockExtend_RedisCommand, "write deny-oom fast", 1, 1, 1},
-    {"LOCK.INSPECT", LockInspect_RedisCommand, "readonly fast", 1, 1, 1},
+    {"LOCK.INSPECT", lock_inspect_command, "readonly fast", 1, 1, 1},
     {CMD_LOCK_STATE, LockState_RedisCommand, "write deny-oom", 1, 1, 1},
     {"RL.CONCURRENCY", Concurrency_RedisCommand, "write deny-oom", 1, 1, 1},
     {"RL.CONCURRENCY_RELEASE", ConcurrencyRelease_RedisCommand, "write fast", 1, 1, 1},

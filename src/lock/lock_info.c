@@ -24,7 +24,13 @@ static RedisModuleCommandArg args_lock_acquire[] = {
 static RedisModuleCommandArg args_lock_owner[] = {ARG_KEY("key", 0, NULL), ARG_STR("owner", NULL), {0}};
 static RedisModuleCommandArg args_lock_extend[] = {
     ARG_KEY("key", 0, NULL), ARG_STR("owner", NULL), ARG_INT("lease-ms", "milliseconds from now"), {0}};
-static RedisModuleCommandArg args_lock_key[] = {ARG_KEY("key", 0, NULL), {0}};
+static RedisModuleCommandArg args_lock_inspect[] = {
+    ARG_KEY("key", 0, NULL),
+    {.name = "full", .type = REDISMODULE_ARG_TYPE_PURE_TOKEN, .key_spec_index = -1, .token = "FULL",
+     .summary = "every holder (mode, state, hold time, lock-delay) and every waiter (waited_ms, timeout_ms), "
+                "as field/value pairs",
+     .flags = REDISMODULE_CMD_ARG_OPTIONAL},
+    {0}};
 static RedisModuleCommandArg args_lock_holder[] = {
     ARG_STR("owner", NULL), ARG_UNIX_MS("lease-end-unix-time-milliseconds", NULL), ARG_INT("count", NULL),
     ARG_INT("token", NULL), {0}};
@@ -60,9 +66,9 @@ mc_cmdinfo lock_cmdinfo[] = {
     {"LOCK.EXTEND", INFO("Renews the owner's lease (milliseconds from now)", "O(P)", 4, KS_RW, args_lock_extend)},
     {"LOCK.INSPECT",
      INFO("Shows permits, the last fencing token, waiters and holders [owner, lease_ms, token, count (0: a "
-          "lock-delay)]",
-          "O(P)", 2,
-          KS_RO, args_lock_key)},
+          "lock-delay)]; FULL: holders and waiters in detail",
+          "O(P + W) for P permits and W waiters", -2,
+          KS_RO, args_lock_inspect)},
     {"RL.CONCURRENCY",
      INFO("Concurrency limit with leases: [allowed, remaining, retry_after_ms, reset_after_ms]", "O(N) for N slots",
           -5, KS_RW, args_concurrency)},

@@ -23,6 +23,8 @@ typedef struct waiter {
     const waitq_ops *ops;
     void *req;
     uint64_t deadline_ms; /* Unix ms: answered "timed out" from then on, never granted */
+    uint64_t blocked_ms;  /* Unix ms: when it started waiting (introspection) */
+    uint64_t client_id;   /* the waiting client (introspection) */
     waitq *q;
     struct waiter *prev, *next;
 } waiter;
@@ -90,6 +92,20 @@ uint64_t waitq_next_try_ms(RedisModuleCtx *ctx, RedisModuleString *key, uint64_t
     waitq *q = find_queue(ctx, key);
     if (q == NULL || q->kicked || q->retry_at <= now_ms) return 0;
     return q->retry_at - now_ms;
+}
+
+long long waitq_each(RedisModuleCtx *ctx, RedisModuleString *key, const waitq_ops *ops, waitq_visit fn, void *arg) {
+    waitq *q = find_queue(ctx, key);
+    long long n = 0;
+    for (waiter *w = q ? q->head : NULL; w; w = w->next) {
+        if (w->ops != ops) continue;
+        if (fn) {
+            waitq_waiter_info info = {w->req, w->blocked_ms, w->deadline_ms, w->client_id};
+            fn(arg, &info);
+        }
+        n++;
+    }
+    return n;
 }
 
 long long waitq_total(void) {
@@ -306,6 +322,8 @@ void waitq_block(RedisModuleCtx *ctx, const waitq_ops *ops, RedisModuleString *k
     w->req = req;
     w->q = q;
     w->deadline_ms = now_ms + wait_ms;
+    w->blocked_ms = now_ms;
+    w->client_id = RedisModule_GetClientId(ctx);
     /* No Redis timeout: only this module unblocks the client (see waitq.h). */
     w->bc = RedisModule_BlockClient(ctx, reply_cb, timeout_cb, free_cb, 0);
     RedisModule_SetDisconnectCallback(w->bc, disconnect_cb);

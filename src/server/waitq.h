@@ -75,6 +75,19 @@ void waitq_kick(RedisModuleCtx *ctx, RedisModuleString *key);
  * soon as possible (their keys are gone, so the head waiters fit now). */
 void waitq_kick_db(RedisModuleCtx *ctx, int db);
 
+/* One waiter, as introspection sees it. */
+typedef struct waitq_waiter_info {
+    const void *req;      /* the family's request */
+    uint64_t blocked_ms;  /* Unix ms: when it started waiting */
+    uint64_t deadline_ms; /* Unix ms: when its WAIT runs out */
+    uint64_t client_id;   /* the waiting client */
+} waitq_waiter_info;
+typedef void (*waitq_visit)(void *arg, const waitq_waiter_info *w);
+
+/* Call fn (may be NULL) for each waiter on `key` queued with `ops`, head first;
+ * returns how many there are. Reads only. */
+long long waitq_each(RedisModuleCtx *ctx, RedisModuleString *key, const waitq_ops *ops, waitq_visit fn, void *arg);
+
 /* Clients currently waiting, over all keys (INFO). */
 long long waitq_total(void);
 

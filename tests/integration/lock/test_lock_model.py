@@ -365,6 +365,10 @@ class LockMachine(RuleBasedStateMachine):
             self.serve(key)      # nobody is served: the permit is still taken
         elif self.queues.get(key):
             self.serve(key)      # served by the timer: their replies must arrive
+            # (none may be: a writer still waits for another reader) the timer ended the lease
+            poll("the lease of %s on %s ended" % (owner, key),
+                 lambda: all(x[0] != owner.encode() or x[3] == 0
+                             for x in self.c(db).execute_command("LOCK.INSPECT", name)[3]))
         else:                    # the timer rewrote the value (DUMP) without anyone touching the key
             poll("the lease of %s on %s ended in the stored value" % (owner, key),
                  lambda: owner.encode() not in self.c(db).dump(name))

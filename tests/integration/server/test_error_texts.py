@@ -42,10 +42,12 @@ OPTION_COMMANDS = {
     "RL.WINDOW": (["ek", 10, 1000], WINDOW),
     "RL.WINDOW_PEEK": (["ek", 10, 1000], WINDOW_PEEK),
     CHALLENGE_SET: ([chkey("s", "c"), 5, 30], "PXAT unix-time-milliseconds"),
+    "LOCK.INSPECT": (["ek"], "FULL"),
 }
 
 # (command, arguments after the fixed ones, exact reply)
 CASES = [
+    ("LOCK.INSPECT", ["FOO"], unknown("LOCK.INSPECT", "FOO", "FULL")),
     # an unknown option, anywhere among the options
     ("LOCK.ACQUIRE", ["FOO"], unknown("LOCK.ACQUIRE", "FOO", LOCK_ACQUIRE)),
     ("LOCK.ACQUIRE", ["REENTRANT", "WAIT", 5, "NX"], unknown("LOCK.ACQUIRE", "NX", LOCK_ACQUIRE)),
