@@ -755,7 +755,8 @@ def report(machine, scripts, cases, thr, pairs, hand, mem, scale, duration, floo
     p("Pairs with a data dependence: in order on one connection (redis-cli --pipe), %d pairs x %d rounds, medians"
       % (N_PAIRS, ROUNDS_PAIRS))
     p("%-40s %8s %9s  %s" % ("pair", "pairs/s", "srv us/pr", "cmd us (commandstats)"))
-    for vid in ("challenge", "set_getdel", "lock", "setnx_del", "setnx_lua", "redlock", "semaphore", "floor_lock"):
+    for vid in ("challenge", "set_getdel", "lock", "setnx_del", "setnx_lua", "redlock", "semaphore", "read_lock",
+                "floor_lock"):
         v = pairs[vid]
         extra = ""
         if "add" in v["phase_cmds_per_s"]:

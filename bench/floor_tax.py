@@ -36,6 +36,9 @@ FLOOR_PAIRS = {
     "semaphore": ("LOCK.ACQUIRE PERMITS 5 + LOCK.RELEASE", [
         ("pair", [["LOCK.ACQUIRE", "sm:#", B.OWNER, "10000", "PERMITS", "5"], ["LOCK.RELEASE", "sm:#", B.OWNER]],
          ["lock.acquire", "lock.release"])]),
+    "read_lock": ("LOCK.ACQUIRE READ + LOCK.RELEASE", [
+        ("pair", [["LOCK.ACQUIRE", "rl:#", B.OWNER, "10000", "READ"], ["LOCK.RELEASE", "rl:#", B.OWNER]],
+         ["lock.acquire", "lock.release"])]),
 }
 PAIR_FLOOR_OF = [("lock", "floor_lock"), ("semaphore", "floor_lock")]
 
@@ -55,6 +58,10 @@ def floor_ratios(thr, pairs):
         a, b = pairs[ours]["samples"], pairs[floor]["samples"]
         out[ours + "_pair"] = (statistics.median(y["cpu_us_per_pair"] / x["cpu_us_per_pair"] for x, y in zip(a, b)),
                                statistics.median(x["pairs_per_s"] / y["pairs_per_s"] for x, y in zip(a, b)))
+    # a read-write lock's READ pair against the plain lock pair (1.0: as cheap)
+    a, b = pairs["read_lock"]["samples"], pairs["lock"]["samples"]
+    out["read_vs_lock_pair"] = (statistics.median(y["cpu_us_per_pair"] / x["cpu_us_per_pair"] for x, y in zip(a, b)),
+                                statistics.median(x["pairs_per_s"] / y["pairs_per_s"] for x, y in zip(a, b)))
     return out
 
 
@@ -158,7 +165,8 @@ def report_lines(fr, hist, tax, cell):
     names = {"add_visitor": "MCAPTCHA_CACHE.ADD_VISITOR / floor write", "mc_get": "MCAPTCHA_CACHE.GET / floor read",
              "rl_gcra": "RL.GCRA / floor limit (6 args)", "rl_window": "RL.WINDOW / floor limit (4 args)",
              "cl_throttle": "CL.THROTTLE / floor limit (5 args)", "lock_pair": "lock acquire+release / floor lock pair",
-             "semaphore_pair": "semaphore (PERMITS 5) pair / floor lock pair"}
+             "semaphore_pair": "semaphore (PERMITS 5) pair / floor lock pair",
+             "read_vs_lock_pair": "read-write lock READ pair / plain lock pair"}
     for k, label in names.items():
         out.append("  %-50s %5.2fx  (throughput %5.2fx)" % (label, fr[k][0], fr[k][1]))
     out.append("")
