@@ -46,6 +46,7 @@ static int push_holder(lockv *l, const char *owner, size_t len, uint64_t expires
     h->client_id = client_id;
     h->granted_ms = 0;
     h->delay_ms = delay_ms;
+    h->weight = 1;
     return 0;
 }
 
@@ -67,6 +68,7 @@ lockv *lock_dup(const lockv *l) {
             return NULL;
         }
         d->holders[i].shared = h->shared;
+        d->holders[i].weight = h->weight;
         /* granted_ms stays 0: a copy's holders were not granted here (their hold
          * time is not sampled a second time when the copy is released) */
     }
@@ -117,6 +119,13 @@ int lock_find(const lockv *l, const char *owner, size_t len) {
     return -1;
 }
 
+/* The permits every entry of `l` takes (the caller applied the time first). */
+static uint64_t taken_weight(const lockv *l) {
+    uint64_t n = 0;
+    for (uint32_t i = 0; i < l->nholders; i++) n += l->holders[i].weight;
+    return n;
+}
+
 /* Whether every entry of `l` is shared (true when there is none). */
 static int all_shared(const lockv *l) {
     for (uint32_t i = 0; i < l->nholders; i++)
@@ -136,14 +145,16 @@ lock_outcome lock_acquire(lockv *l, const char *owner, size_t len, uint64_t now_
         *token = h->token;
         return LOCK_REENTERED;
     }
+    uint32_t weight = g->weight ? g->weight : 1;
     if (g->shared ? (l->permits != 1 || !all_shared(l) || l->nholders >= LOCK_MAX_PERMITS)
-                  : l->nholders >= l->permits)
+                  : (uint64_t)taken_weight(l) + weight > l->permits || l->nholders >= LOCK_MAX_PERMITS)
         return LOCK_BUSY;
     uint64_t t = l->last_token + 1 > token_floor ? l->last_token + 1 : token_floor;
     if (l->last_token >= LOCK_MAX_TOKEN || t > LOCK_MAX_TOKEN) return LOCK_EXHAUSTED;
     if (push_holder(l, owner, len, now_ms + g->lease_ms, 1, t, g->client_id, g->delay_ms) != 0) return LOCK_BUSY;
     l->holders[l->nholders - 1].granted_ms = now_ms;
     l->holders[l->nholders - 1].shared = g->shared ? 1 : 0;
+    l->holders[l->nholders - 1].weight = weight;
     l->last_token = t;
     *token = t;
     return LOCK_GRANTED;
@@ -192,6 +203,13 @@ uint32_t lock_live_holders(const lockv *l, uint64_t now_ms) {
     return n;
 }
 
+uint32_t lock_taken(const lockv *l, uint64_t now_ms) {
+    uint64_t n = 0;
+    for (uint32_t i = 0; i < l->nholders; i++)
+        if (lock_entry_end(&l->holders[i], now_ms) > now_ms) n += l->holders[i].weight;
+    return n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
+}
+
 int lock_check(const lockv *l) {
     uint32_t shared = 0;
     for (uint32_t i = 0; i < l->nholders; i++) {
@@ -200,6 +218,10 @@ int lock_check(const lockv *l) {
     }
     if (l->ephemeral && lock_has_delays(l)) return LOCK_BAD_DELAY;
     if (shared && (l->ephemeral || l->permits != 1 || shared != l->nholders)) return LOCK_BAD_SHARED;
+    for (uint32_t i = 0; i < l->nholders; i++) {
+        uint32_t w = l->holders[i].weight;
+        if (w < 1 || w > l->permits || (w > 1 && l->ephemeral)) return LOCK_BAD_WEIGHT;
+    }
     return 0;
 }
 

@@ -14,6 +14,13 @@
  * had, matches no owner (release, extend and reentry ignore it), and ends at
  * expires_ms like a lease. A release by the owner frees the permit at once.
  *
+ * Weighted permits (Redisson's RSemaphore.acquire(n)): a grant on a semaphore may
+ * take several permits at once (`weight`); it fits when the weights of every
+ * entry plus its own do not exceed `permits`. It is all or nothing: a request
+ * never holds part of its permits, and (served first come first served by the
+ * glue) a large request at the head of the queue is not overtaken by smaller
+ * ones behind it, which therefore cannot starve it.
+ *
  * Read-write lock: a lock of one permit may instead be held by many shared
  * ("read") holders at once, up to LOCK_MAX_PERMITS; an exclusive ("write")
  * grant -- every plain grant is one -- needs no holder at all. An owner holding
@@ -47,6 +54,7 @@ typedef struct lock_holder {
     uint16_t owner_len;   /* 1..LOCK_MAX_OWNER_BYTES */
     uint16_t shared;      /* 1: a shared (read) hold of a read-write lock; 0: exclusive */
     uint32_t count;       /* reentrant acquisitions still to release, >= 1; 0: a lock-delay slot */
+    uint32_t weight;      /* permits this entry takes, 1..LOCK_MAX_PERMITS */
     uint64_t expires_ms;  /* lease end (a lock-delay slot: the delay's end), Unix ms */
     uint64_t token;       /* fencing token of this grant */
     uint64_t delay_ms;    /* lock-delay of this grant, ms (0: none; <= LOCK_MAX_LEASE_MS) */
@@ -81,6 +89,7 @@ typedef struct lock_grant {
     uint64_t client_id; /* session mode: the owner's connection (0: none) */
     int reentrant;
     int shared;         /* a shared (read) hold; only on a lock of one permit */
+    uint32_t weight;    /* permits to take at once (0 means 1); a reentry keeps its grant's */
 } lock_grant;
 
 lockv *lock_new(uint32_t permits);
@@ -118,8 +127,9 @@ int lock_extend(lockv *l, const char *owner, size_t len, uint64_t now_ms, uint64
 
 /* Add a holder as persisted (restore); checks sizes. count 0 (a lock-delay
  * slot) only when `delay_slots_ok` (formats that carry lock-delays); a live
- * holder's owner must be unique among live holders. The holder is exclusive:
- * the loaders mark shared ones after (then lock_check). 0 or -1. */
+ * holder's owner must be unique among live holders. The holder is exclusive,
+ * of weight 1: the loaders set shared and weight after (then lock_check). 0 or
+ * -1. */
 int lock_restore_holder(lockv *l, const char *owner, size_t len, uint64_t expires_ms, uint32_t count,
                         uint64_t token, uint64_t delay_ms, int delay_slots_ok);
 
@@ -132,8 +142,12 @@ uint64_t lock_next_expiry(const lockv *l);
  * end. At or before now_ms: the permit is free. */
 uint64_t lock_entry_end(const lock_holder *h, uint64_t now_ms);
 
-/* Permits taken at now_ms: entries whose lock_entry_end is after now_ms. */
+/* Entries (holders, lock-delays) that take permits at now_ms: those whose
+ * lock_entry_end is after now_ms. */
 uint32_t lock_live_holders(const lockv *l, uint64_t now_ms);
+
+/* Permits taken at now_ms: the weights of those entries. */
+uint32_t lock_taken(const lockv *l, uint64_t now_ms);
 
 /* Whether any entry has a lock-delay (set, or running as a slot). */
 int lock_has_delays(const lockv *l);
@@ -142,9 +156,12 @@ int lock_has_delays(const lockv *l);
  * 0) has its delay, and a concurrency limit (ephemeral) has none (else
  * LOCK_BAD_DELAY); shared holders only on a lock of one permit that is no
  * concurrency limit, with no exclusive entry beside them (else
- * LOCK_BAD_SHARED). 0 when it does. */
+ * LOCK_BAD_SHARED); every weight from 1 to permits, and above 1 only on a
+ * semaphore that is no concurrency limit (else LOCK_BAD_WEIGHT). 0 when it
+ * does. */
 #define LOCK_BAD_DELAY 1
 #define LOCK_BAD_SHARED 2
+#define LOCK_BAD_WEIGHT 3
 int lock_check(const lockv *l);
 
 size_t lock_mem_usage(const lockv *l);

@@ -54,14 +54,15 @@ static int reply_acquire(RedisModuleCtx *ctx, const lock_reply *r) {
 
 /* The permits of `l` taken at now_ms, by leases still running or lock-delays
  * (lock_entry_end: ended ones not yet dropped are ignored, so this only reads):
- * how many, and the earliest and latest end (*first = *last = 0 when none). */
-static uint32_t live_bounds(const lockv *l, uint64_t now_ms, uint64_t *first, uint64_t *last) {
-    uint32_t n = 0;
+ * how many (their weights), and the earliest and latest end (*first = *last =
+ * 0 when none). */
+static uint64_t live_bounds(const lockv *l, uint64_t now_ms, uint64_t *first, uint64_t *last) {
+    uint64_t n = 0;
     *first = *last = 0;
     for (uint32_t i = 0; l && i < l->nholders; i++) {
         uint64_t e = lock_entry_end(&l->holders[i], now_ms);
         if (e <= now_ms) continue;
-        n++;
+        n += l->holders[i].weight;
         if (*first == 0 || e < *first) *first = e;
         if (e > *last) *last = e;
     }
@@ -74,7 +75,7 @@ static uint32_t live_bounds(const lockv *l, uint64_t now_ms, uint64_t *first, ui
  * newcomer could still take (those not held nor waited for). */
 static void refuse(const lockv *l, const lock_req *req, uint64_t now_ms, long long queued, lock_reply *out) {
     uint64_t first, last;
-    long long live = live_bounds(l, now_ms, &first, &last);
+    long long live = (long long)live_bounds(l, now_ms, &first, &last);
     out->error = 0;
     out->granted = 0;
     out->token = -1;
@@ -112,7 +113,7 @@ static int try_acquire(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleStri
     l->permits = (uint32_t)req->permits;
     uint64_t token = 0;
     lock_grant g = {.lease_ms = req->lease_ms, .delay_ms = req->delay_ms, .client_id = req->client_id,
-                    .reentrant = req->reentrant, .shared = req->shared};
+                    .reentrant = req->reentrant, .shared = req->shared, .weight = (uint32_t)req->weight};
     lock_outcome o = lock_acquire(l, req->owner, req->owner_len, now_ms, &g, fencing_floor(now_us), &token);
     out->error = 0;
     out->rl_style = req->rl_style;
@@ -125,7 +126,7 @@ static int try_acquire(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleStri
     if (o == LOCK_GRANTED || o == LOCK_REENTERED) {
         fencing_saw(token);
         if (created) RedisModule_ModuleTypeSetValue(key, LockType, l);
-        out->remaining = (long long)l->permits - (long long)lock_live_holders(l, now_ms);
+        out->remaining = (long long)l->permits - (long long)lock_taken(l, now_ms);
         if (out->remaining < 0) out->remaining = 0;
         uint64_t first, last;
         live_bounds(l, now_ms, &first, &last);

@@ -17,6 +17,7 @@ typedef struct lock_req {
     uint64_t lease_ms;
     uint64_t delay_ms;  /* LOCKDELAY: the grant's lock-delay (core/lock.h), 0: none */
     uint64_t permits;
+    uint64_t weight;    /* TAKE: permits to take at once (0 means 1) */
     int reentrant;
     int shared;         /* READ: a shared hold of a read-write lock (core/lock.h) */
     uint64_t client_id; /* SESSION: the requesting connection, else 0 */

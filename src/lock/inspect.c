@@ -29,10 +29,11 @@ static void reply_field_str(RedisModuleCtx *ctx, const char *name, const char *v
 /* One holder of `l` (live or lock-delay) as a flat field/value array. */
 static void reply_holder(RedisModuleCtx *ctx, const lockv *l, const lock_holder *h, uint64_t now_ms, uint64_t end) {
     int delayed = h->expires_ms <= now_ms || h->count == 0; /* ended into its lock-delay */
-    RedisModule_ReplyWithArray(ctx, 18);
+    RedisModule_ReplyWithArray(ctx, 20);
     RedisModule_ReplyWithSimpleString(ctx, "owner");
     RedisModule_ReplyWithStringBuffer(ctx, h->owner, h->owner_len);
     reply_field_str(ctx, "mode", mode_name(h->shared, l->permits));
+    reply_field_ll(ctx, "weight", h->weight);
     reply_field_str(ctx, "state", delayed ? "lock-delay" : "held");
     reply_field_ll(ctx, "ms_left", (long long)(end - now_ms));
     reply_field_ll(ctx, "token", (long long)h->token);
@@ -53,11 +54,12 @@ static void reply_waiter(void *arg, const waitq_waiter_info *w) {
     const waiters_reply *wr = arg;
     RedisModuleCtx *ctx = wr->ctx;
     const lock_req *req = w->req;
-    RedisModule_ReplyWithArray(ctx, 14);
+    RedisModule_ReplyWithArray(ctx, 16);
     RedisModule_ReplyWithSimpleString(ctx, "owner");
     RedisModule_ReplyWithStringBuffer(ctx, req->owner, req->owner_len);
     reply_field_str(ctx, "mode", mode_name(req->shared, req->permits));
     reply_field_ll(ctx, "permits", (long long)req->permits);
+    reply_field_ll(ctx, "weight", req->weight ? (long long)req->weight : 1);
     reply_field_ll(ctx, "lease_ms", (long long)req->lease_ms);
     reply_field_ll(ctx, "waited_ms", wr->now_ms > w->blocked_ms ? (long long)(wr->now_ms - w->blocked_ms) : 0);
     reply_field_ll(ctx, "timeout_ms", w->deadline_ms > wr->now_ms ? (long long)(w->deadline_ms - wr->now_ms) : 0);
@@ -66,8 +68,10 @@ static void reply_waiter(void *arg, const waitq_waiter_info *w) {
 
 /* The FULL view of the lock `l` at `keyname` (see inspect.h). */
 static void reply_full(RedisModuleCtx *ctx, RedisModuleString *keyname, const lockv *l, uint64_t now_ms) {
-    RedisModule_ReplyWithArray(ctx, 10);
+    RedisModule_ReplyWithArray(ctx, 12);
     reply_field_ll(ctx, "permits", l->permits);
+    uint32_t taken = lock_taken(l, now_ms);
+    reply_field_ll(ctx, "available", taken >= l->permits ? 0 : (long long)(l->permits - taken));
     reply_field_ll(ctx, "last_token", (long long)l->last_token);
     reply_field_str(ctx, "kind", l->ephemeral ? "concurrency" : l->permits > 1 ? "semaphore" : "lock");
     RedisModule_ReplyWithSimpleString(ctx, "holders");

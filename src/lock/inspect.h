@@ -3,15 +3,17 @@
  *   LOCK.INSPECT key         [permits, last fencing token, waiters, [[owner,
  *                            lease_ms left, token, count], ...]]; count 0 is a
  *                            lock-delay (ms left: until it ends); nil: no lock
- *   LOCK.INSPECT key FULL    field/value pairs (as XINFO): permits, last_token,
- *                            kind ("lock", "semaphore", "concurrency"), holders,
- *                            waiters. Each holder: owner, mode ("write", "read",
- *                            "permit"), state ("held", "lock-delay"), ms_left,
- *                            token, count, held_ms (since its grant on this
- *                            node; -1 when not known here), lock_delay_ms,
- *                            session (0/1). Each waiter, in queue order: owner,
- *                            mode, permits, lease_ms, waited_ms, timeout_ms (ms
- *                            until its WAIT runs out), client_id.
+ *   LOCK.INSPECT key FULL    field/value pairs (as XINFO): permits, available
+ *                            (permits free now), last_token, kind ("lock",
+ *                            "semaphore", "concurrency"), holders, waiters. Each
+ *                            holder: owner, mode ("write", "read", "permit"),
+ *                            weight (permits it takes), state ("held",
+ *                            "lock-delay"), ms_left, token, count, held_ms (since
+ *                            its grant on this node; -1 when not known here),
+ *                            lock_delay_ms, session (0/1). Each waiter, in queue
+ *                            order: owner, mode, permits, weight, lease_ms,
+ *                            waited_ms, timeout_ms (ms until its WAIT runs out),
+ *                            client_id.
  * All times in milliseconds. */
 #ifndef MC_LOCK_INSPECT_H
 #define MC_LOCK_INSPECT_H

@@ -1,6 +1,6 @@
 /* lock_cmd.c -- leased locks done on the server: the LOCK.* commands.
  *
- *   LOCK.ACQUIRE key owner lease-ms [PERMITS n | READ | WRITE] [REENTRANT] [SESSION]
+ *   LOCK.ACQUIRE key owner lease-ms [PERMITS n [TAKE k] | READ | WRITE] [REENTRANT] [SESSION]
  *                [LOCKDELAY delay-ms] [WAIT timeout-ms]
  *   LOCK.RELEASE key owner       LOCK.EXTEND key owner lease-ms
  *   LOCK.INSPECT key [FULL]      (inspect.c)
@@ -39,11 +39,12 @@
 #include "server/waitq.h"
 
 #define ERR_NOT_OWNER "ERR the lock is not held by this owner"
-#define LOCK_ACQUIRE_OPTIONS "PERMITS n, READ, WRITE, REENTRANT, SESSION, LOCKDELAY delay-ms, WAIT timeout-ms"
+#define LOCK_ACQUIRE_OPTIONS \
+    "PERMITS n, TAKE k, READ, WRITE, REENTRANT, SESSION, LOCKDELAY delay-ms, WAIT timeout-ms"
 
 /* ==== Commands ==== */
 
-/* LOCK.ACQUIRE <key> <owner> <lease ms> [PERMITS <n> | READ | WRITE] [REENTRANT] [SESSION]
+/* LOCK.ACQUIRE <key> <owner> <lease ms> [PERMITS <n> [TAKE <k>] | READ | WRITE] [REENTRANT] [SESSION]
  *              [LOCKDELAY <delay ms>] [WAIT <timeout ms>]
  * Reply: [1, fencing token, lease ms] when granted; [0, -1, ms until the earliest
  * lease ends (-1 if unknown)] when not. With WAIT the caller blocks, first come
@@ -52,7 +53,8 @@
  * LOCKDELAY: if this grant's hold ends without a release (lease end, session
  * closed), its permit stays taken by nobody for <delay ms> more (core/lock.h).
  * READ: a shared hold of a read-write lock (many readers, or one writer); WRITE
- * (the default) an exclusive one; neither goes with PERMITS n > 1. */
+ * (the default) an exclusive one; neither goes with PERMITS n > 1. TAKE: this
+ * grant takes k of the semaphore's n permits at once (all or none). */
 static int LockAcquire_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc < 4) return RedisModule_WrongArity(ctx);
     lock_req req = {0};
@@ -76,6 +78,9 @@ static int LockAcquire_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **arg
             if (i + 1 >= argc) return mc_reply_needs_value(ctx, "PERMITS", "n");
             if (mc_parse_u64(argv[++i], 1, LOCK_MAX_PERMITS, &req.permits)) return mc_reply_range(ctx, "PERMITS", 1, LOCK_MAX_PERMITS);
             has_permits = req.permits > 1;
+        } else if (mc_is_word(argv[i], "TAKE")) {
+            if (i + 1 >= argc) return mc_reply_needs_value(ctx, "TAKE", "k");
+            if (mc_parse_u64(argv[++i], 1, LOCK_MAX_PERMITS, &req.weight)) return mc_reply_range(ctx, "TAKE", 1, LOCK_MAX_PERMITS);
         } else if (mc_is_word(argv[i], "LOCKDELAY")) {
             if (i + 1 >= argc) return mc_reply_needs_value(ctx, "LOCKDELAY", "delay-ms");
             if (mc_parse_u64(argv[++i], 0, LOCK_MAX_LEASE_MS, &req.delay_ms))
@@ -90,6 +95,8 @@ static int LockAcquire_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **arg
     if (has_mode && has_permits)
         return RedisModule_ReplyWithError(ctx, "ERR READ and WRITE are for a read-write lock, of one permit: not "
                                                "with PERMITS n > 1");
+    if (req.weight > req.permits)
+        return RedisModule_ReplyWithError(ctx, "ERR TAKE k must not exceed PERMITS n (a grant could never fit)");
     if (session) {
         /* A script runs on the server's own script client, which never
          * disconnects: a session bound to it would never end. */

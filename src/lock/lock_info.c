@@ -8,6 +8,7 @@ static RedisModuleCommandArg args_lock_acquire[] = {
     ARG_STR("owner", "owner token, 1 to 256 bytes"),
     ARG_INT("lease-ms", "milliseconds"),
     OPT_INT("PERMITS", "n", "holders allowed at once: 1 is a mutex, N a semaphore (default 1)"),
+    OPT_INT("TAKE", "k", "permits this grant takes at once, all or none (default 1)"),
     {.name = "read", .type = REDISMODULE_ARG_TYPE_PURE_TOKEN, .key_spec_index = -1, .token = "READ",
      .summary = "a shared hold of a read-write lock: many readers at once, no writer",
      .flags = REDISMODULE_CMD_ARG_OPTIONAL},
@@ -38,6 +39,9 @@ static RedisModuleCommandArg args_lock_delay[] = {
     {.name = "delay", .type = REDISMODULE_ARG_TYPE_PURE_TOKEN, .key_spec_index = -1, .token = "DELAY"},
     ARG_INT("holder-index", "0-based position among the holders"), ARG_INT("delay-ms", "the holder's lock-delay"),
     {0}};
+static RedisModuleCommandArg args_lock_take[] = {
+    {.name = "take", .type = REDISMODULE_ARG_TYPE_PURE_TOKEN, .key_spec_index = -1, .token = "TAKE"},
+    ARG_INT("holder-index", "a holder that takes several permits"), ARG_INT("k", "its permits"), {0}};
 static RedisModuleCommandArg args_lock_shared[] = {
     {.name = "shared", .type = REDISMODULE_ARG_TYPE_PURE_TOKEN, .key_spec_index = -1, .token = "SHARED"},
     ARG_INT("holder-index", "a holder that reads (a read-write lock)"), {0}};
@@ -49,6 +53,8 @@ static RedisModuleCommandArg args_lock_state[] = {
      .flags = REDISMODULE_CMD_ARG_MULTIPLE | REDISMODULE_CMD_ARG_OPTIONAL, .subargs = args_lock_delay},
     {.name = "shared-holder", .type = REDISMODULE_ARG_TYPE_BLOCK, .key_spec_index = -1,
      .flags = REDISMODULE_CMD_ARG_MULTIPLE | REDISMODULE_CMD_ARG_OPTIONAL, .subargs = args_lock_shared},
+    {.name = "weighted-holder", .type = REDISMODULE_ARG_TYPE_BLOCK, .key_spec_index = -1,
+     .flags = REDISMODULE_CMD_ARG_MULTIPLE | REDISMODULE_CMD_ARG_OPTIONAL, .subargs = args_lock_take},
     {.name = "ephemeral", .type = REDISMODULE_ARG_TYPE_PURE_TOKEN, .key_spec_index = -1, .token = "EPHEMERAL",
      .summary = "a concurrency limit's key (RL.CONCURRENCY), deleted once nobody holds it",
      .flags = REDISMODULE_CMD_ARG_OPTIONAL},

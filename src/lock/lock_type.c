@@ -6,8 +6,9 @@
  *   encver 1: permits, last_token, nholders, nholders x (owner, expires_ms, count, token)
  *   encver 2: the same, then flags (bit 0: ephemeral, a concurrency limit)
  *   encver 3: permits, last_token, nholders, nholders x (owner, expires_ms, count,
- *             token, delay_ms, shared), flags; count 0 is a lock-delay slot, shared 1
- *             a read hold of a read-write lock (core/lock.h)
+ *             token, delay_ms, shared, weight), flags; count 0 is a lock-delay slot,
+ *             shared 1 a read hold of a read-write lock, weight the permits the
+ *             entry takes (core/lock.h)
  * Lease ends are absolute Unix milliseconds. A session holder's connection is
  * not persisted: after a restart or failover its lease is what ends it. */
 #include <string.h>
@@ -35,6 +36,7 @@ static void LockRdbSave(RedisModuleIO *rdb, void *value) {
         RedisModule_SaveUnsigned(rdb, h->token);
         RedisModule_SaveUnsigned(rdb, h->delay_ms);
         RedisModule_SaveUnsigned(rdb, h->shared);
+        RedisModule_SaveUnsigned(rdb, h->weight);
     }
     RedisModule_SaveUnsigned(rdb, l->ephemeral ? 1 : 0);
 }
@@ -76,11 +78,19 @@ static void *LockRdbLoad(RedisModuleIO *rdb, int encver) {
                                    (unsigned long long)shared);
             bad = 1;
         }
+        uint64_t weight = bad || encver < LOCK_ENCVER_3 ? 1 : RedisModule_LoadUnsigned(rdb);
+        bad = bad || RedisModule_IsIOError(rdb);
+        if (!bad && (weight < 1 || weight > LOCK_MAX_PERMITS)) {
+            RedisModule_LogIOError(rdb, "warning", "mcaptcha_cache: stored value refused: field weight = %llu, not in [1, %d]",
+                                   (unsigned long long)weight, LOCK_MAX_PERMITS);
+            bad = 1;
+        }
         bad = bad ||
               lock_restore_holder(l, owner, len, expires, (uint32_t)count, token, delay, encver >= LOCK_ENCVER_3) != 0;
         RedisModule_Free(owner);
         if (bad) goto fail;
         l->holders[l->nholders - 1].shared = (uint16_t)shared;
+        l->holders[l->nholders - 1].weight = (uint32_t)weight;
     }
     if (encver >= LOCK_ENCVER_2) {
         uint64_t flags;
@@ -93,9 +103,14 @@ static void *LockRdbLoad(RedisModuleIO *rdb, int encver) {
                                                "lock-delay slot (count 0), or set on a concurrency limit");
         goto fail;
     }
-    if (bad) {
+    if (bad == LOCK_BAD_SHARED) {
         RedisModule_LogIOError(rdb, "warning", "mcaptcha_cache: stored value refused: field shared = 1 on a "
                                                "semaphore, a concurrency limit or beside an exclusive holder");
+        goto fail;
+    }
+    if (bad) {
+        RedisModule_LogIOError(rdb, "warning", "mcaptcha_cache: stored value refused: field weight above the "
+                                               "permits, or above 1 on a concurrency limit");
         goto fail;
     }
     /* Keep fencing tokens growing past this lock's, and end its leases on time. */
@@ -108,7 +123,7 @@ fail:
 }
 
 RedisModuleString **lock_state_args(const lockv *l, size_t *n) {
-    RedisModuleString **argv = RedisModule_Alloc(sizeof(*argv) * (4 + 9 * (size_t)l->nholders));
+    RedisModuleString **argv = RedisModule_Alloc(sizeof(*argv) * (4 + 12 * (size_t)l->nholders));
     size_t at = 0;
     argv[at++] = RedisModule_CreateStringFromLongLong(NULL, l->permits);
     argv[at++] = RedisModule_CreateStringFromLongLong(NULL, (long long)l->last_token);
@@ -131,18 +146,25 @@ RedisModuleString **lock_state_args(const lockv *l, size_t *n) {
         argv[at++] = RedisModule_CreateString(NULL, "SHARED", 6);
         argv[at++] = RedisModule_CreateStringFromLongLong(NULL, i);
     }
+    for (uint32_t i = 0; i < l->nholders; i++) {
+        if (l->holders[i].weight == 1) continue;
+        argv[at++] = RedisModule_CreateString(NULL, "TAKE", 4);
+        argv[at++] = RedisModule_CreateStringFromLongLong(NULL, i);
+        argv[at++] = RedisModule_CreateStringFromLongLong(NULL, l->holders[i].weight);
+    }
     if (l->ephemeral) argv[at++] = RedisModule_CreateString(NULL, "EPHEMERAL", 9);
     *n = at;
     return argv;
 }
 
-/* The error texts below name LOCK_MAX_TOKEN's value. */
+/* The error texts below name LOCK_MAX_TOKEN's and LOCK_MAX_PERMITS' values. */
+_Static_assert(LOCK_MAX_PERMITS == 1024, "update the TAKE range in holder_options_from_args' error");
 _Static_assert(LOCK_MAX_TOKEN == 4611686018427387904ULL, "update the token range in lock_from_args' errors");
 
 /* lock_from_args' part after the holders: [DELAY index delay-ms]...
- * [SHARED index]...; they go to holders of `l`. 0, or -1 when malformed (*err
- * set for a bad DELAY or SHARED, left as the caller's syntax text for anything
- * else). */
+ * [SHARED index]... [TAKE index k]...; they go to holders of `l`. 0, or -1
+ * when malformed (*err set for a bad DELAY, SHARED or TAKE, left as the
+ * caller's syntax text for anything else). */
 static int holder_options_from_args(lockv *l, RedisModuleString **argv, int argc, const char **err) {
     int i = 0;
     while (i < argc) {
@@ -163,6 +185,15 @@ static int holder_options_from_args(lockv *l, RedisModuleString **argv, int argc
             }
             l->holders[at].shared = 1;
             i += 2;
+        } else if (mc_is_word(argv[i], "TAKE")) {
+            uint64_t k;
+            if (i + 3 > argc || l->nholders == 0 || mc_parse_u64(argv[i + 1], 0, l->nholders - 1, &at) ||
+                mc_parse_u64(argv[i + 2], 2, LOCK_MAX_PERMITS, &k) || l->holders[at].weight != 1) {
+                *err = "expected TAKE holder-index k (2 to 1024, once per holder) after the holders";
+                return -1;
+            }
+            l->holders[at].weight = (uint32_t)k;
+            i += 3;
         } else {
             return -1; /* *err: the syntax */
         }
@@ -173,7 +204,7 @@ static int holder_options_from_args(lockv *l, RedisModuleString **argv, int argc
 lockv *lock_from_args(RedisModuleString **argv, int argc, const char **err) {
     uint64_t permits, last, n;
     static const char *syntax = "expected permits last_token nholders [owner expires_ms count token]... "
-                                "[DELAY index ms]... [SHARED index]... [EPHEMERAL]";
+                                "[DELAY index ms]... [SHARED index]... [TAKE index k]... [EPHEMERAL]";
     *err = syntax;
     int ephemeral = argc > 0 && mc_is_word(argv[argc - 1], "EPHEMERAL");
     if (ephemeral) argc--;
@@ -207,8 +238,8 @@ lockv *lock_from_args(RedisModuleString **argv, int argc, const char **err) {
         return NULL;
     }
     if (lock_check(l) != 0) {
-        *err = "a holder with count 0 (a lock-delay) needs its DELAY; a concurrency limit (EPHEMERAL) has no DELAY "
-               "nor SHARED; SHARED holders only with permits 1 and no exclusive holder";
+        *err = "a holder with count 0 (a lock-delay) needs its DELAY; a concurrency limit (EPHEMERAL) has no DELAY, "
+               "SHARED nor TAKE; SHARED holders only with permits 1 and no exclusive holder; TAKE k up to permits";
         lock_free(l);
         return NULL;
     }
@@ -235,6 +266,7 @@ static void LockDigest(RedisModuleDigest *md, void *value) {
         RedisModule_DigestAddLongLong(md, (long long)h->token);
         if (h->delay_ms) RedisModule_DigestAddLongLong(md, (long long)h->delay_ms);
         if (h->shared) RedisModule_DigestAddStringBuffer(md, "shared", 6);
+        if (h->weight != 1) RedisModule_DigestAddLongLong(md, h->weight);
     }
     RedisModule_DigestEndSequence(md);
 }

@@ -123,6 +123,7 @@ static void check_lock_value(const lockv *l) {
         FUZZ_CHECK(h->shared <= 1);
         FUZZ_CHECK(!h->shared || (l->permits == 1 && !l->ephemeral));
         FUZZ_CHECK(h->shared == l->holders[0].shared); /* readers, or exclusive entries: never both */
+        FUZZ_CHECK(h->weight >= 1 && h->weight <= l->permits && (h->weight == 1 || !l->ephemeral));
         FUZZ_CHECK(h->expires_ms <= LOCK_MAX_TIME_MS);
         FUZZ_CHECK(h->client_id == 0);
         for (uint32_t j = 0; j < i && h->count > 0; j++) /* live holders: distinct owners */

@@ -136,7 +136,7 @@ put("rdb_load", "lock_v2_ephemeral_empty", b0(5, 2) + b"\x01" + varint(1024) + v
 put("rdb_load", "lock_unknown_encver", b0(5, 0) + b"\x00" + varint(1) + varint(0) + varint(0) + varint(0))
 # encver 3 (b0 & 0x10 with the wild selector): each holder + delay_ms, shared; count 0 is a
 # lock-delay slot, shared 1 a read hold of a read-write lock
-hold3 = lambda o, e, c, t, d, sh=0: hold(o, e, c, t) + varint(d) + varint(sh)
+hold3 = lambda o, e, c, t, d, sh=0, w=1: hold(o, e, c, t) + varint(d) + varint(sh) + varint(w)
 put("rdb_load", "lock_v3_delay_slot", b0(5, 3, key=True, wild=13) + b"\x00" + varint(2) + varint(50) + varint(2)
     + hold3("a", last + 900, 0, 40, 500) + hold3("a", last + 5000, 1, 50, 0) + varint(0))
 put("rdb_load", "lock_v3_slot_without_delay", b0(5, 3, wild=9) + b"\x00" + varint(1) + varint(50) + varint(1)
@@ -146,6 +146,10 @@ put("rdb_load", "lock_v3_readers", b0(5, 3, wild=9) + b"\x00" + varint(1) + vari
     + varint(0))
 put("rdb_load", "lock_v3_reader_beside_writer", b0(5, 3, wild=9) + b"\x00" + varint(1) + varint(50) + varint(2)
     + hold3("r1", last + 900, 1, 40, 0, 1) + hold3("w", last + 900, 0, 41, 10, 0) + varint(0))
+put("rdb_load", "lock_v3_weighted", b0(5, 3, wild=9) + b"\x00" + varint(5) + varint(50) + varint(2)
+    + hold3("a", last + 900, 1, 40, 0, 0, 3) + hold3("b", last + 900, 0, 41, 100, 0, 2) + varint(0))
+put("rdb_load", "lock_v3_weight_above_permits", b0(5, 3, wild=9) + b"\x00" + varint(2) + varint(50) + varint(1)
+    + hold3("a", last + 900, 1, 40, 0, 0, 3) + varint(0))
 put("rdb_load", "lock_v3_ephemeral_with_delay", b0(5, 3, wild=9) + b"\x00" + varint(1) + varint(50) + varint(1)
     + hold3("a", last + 900, 1, 40, 10) + varint(1))
 

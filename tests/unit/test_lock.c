@@ -259,6 +259,43 @@ static void test_read_write(void **state) {
     lock_free(l);
 }
 
+/* Weighted permits: a grant takes k of n permits, all or none; a reentry keeps
+ * its weight; a lock-delay keeps the weight it had. */
+static void test_weighted_permits(void **state) {
+    (void)state;
+    lockv *l = lock_new(5);
+    uint64_t t;
+    lock_grant g3 = {.lease_ms = 100, .weight = 3, .delay_ms = 1000};
+    lock_grant g2 = {.lease_ms = 1000, .weight = 2, .reentrant = 1};
+    lock_grant g1 = {.lease_ms = 1000};
+    assert_int_equal(lock_acquire(l, "a", 1, NOW, &g3, US(NOW), &t), LOCK_GRANTED);
+    assert_int_equal(lock_taken(l, NOW), 3);
+    assert_int_equal(lock_acquire(l, "b", 1, NOW, &g2, US(NOW), &t), LOCK_GRANTED);
+    assert_int_equal(lock_taken(l, NOW), 5);
+    assert_int_equal(lock_acquire(l, "c", 1, NOW, &g1, US(NOW), &t), LOCK_BUSY);
+    assert_int_equal(lock_acquire(l, "b", 1, NOW, &g2, US(NOW), &t), LOCK_REENTERED);
+    assert_int_equal(lock_taken(l, NOW), 5);                       /* a reentry takes nothing more */
+    assert_int_equal(lock_release(l, "b", 1), 1);
+    assert_int_equal(lock_release(l, "b", 1), 0);
+    assert_int_equal(lock_taken(l, NOW), 3);
+    assert_int_equal(lock_acquire(l, "c", 1, NOW, &g2, US(NOW), &t), LOCK_GRANTED);
+    assert_int_equal(lock_acquire(l, "d", 1, NOW, &g1, US(NOW), &t), LOCK_BUSY);
+    /* a's lease ends into its lock-delay, still taking 3 */
+    assert_int_equal(lock_expire(l, NOW + 100, NULL), 1);
+    assert_int_equal(l->holders[0].count, 0);
+    assert_int_equal(lock_taken(l, NOW + 100), 5);
+    assert_int_equal(lock_check(l), 0);
+    lockv *d = lock_dup(l);
+    assert_int_equal(d->holders[0].weight, 3);
+    lock_free(d);
+    l->holders[1].weight = 6;                                      /* above the permits */
+    assert_int_equal(lock_check(l), LOCK_BAD_WEIGHT);
+    l->holders[1].weight = 2;
+    l->ephemeral = 1;                                              /* a concurrency limit: weight 1 */
+    assert_int_equal(lock_check(l), LOCK_BAD_DELAY);
+    lock_free(l);
+}
+
 static void test_restore_lock_delays(void **state) {
     (void)state;
     lockv *l = lock_new(2);
@@ -287,6 +324,7 @@ int main(void) {
         cmocka_unit_test(test_lock_delay_end_hold_and_semaphore),
         cmocka_unit_test(test_restore_lock_delays),
         cmocka_unit_test(test_read_write),
+        cmocka_unit_test(test_weighted_permits),
     };
     return cmocka_run_group_tests_name("lock", tests, NULL, NULL);
 }

@@ -248,9 +248,13 @@ class Semaphore(Lock):
     __doc__ = ("asyncio version of :class:`mcaptcha_cache.Semaphore`.\n\n"
                + (_lock.Semaphore.__doc__ or ""))
 
-    def __init__(self, client, name, permits, lease_ms, wait_ms=None, session=False, **kw):
-        _lock._LockBase.__init__(self, client, name, lease_ms, wait_ms, session,
-                                 _permits=_lock.check_permits(permits), **kw)
+    def __init__(self, client, name, permits, lease_ms, wait_ms=None, session=False, *, take=1, **kw):
+        permits = _lock.check_permits(permits)
+        take = _lock.check_permits(take)
+        if take > permits:
+            raise ValueError("take (%d) must not exceed permits (%d)" % (take, permits))
+        _lock._LockBase.__init__(self, client, name, lease_ms, wait_ms, session, _permits=permits,
+                                 _take=take, **kw)
 
 
 class ReadWriteLock(_lock.ReadWriteLock):

@@ -27,7 +27,7 @@ class _LockBase:
 
     def __init__(self, client, name, lease_ms, wait_ms=None, session=False, *, auto_renew=True,
                  renew_every_ms=None, on_lost=None, owner=None, lock_delay_ms=None, _permits=None,
-                 _mode=None):
+                 _mode=None, _take=1):
         self.client = client
         self.name = name
         self.lease_ms = check_ms("lease_ms", lease_ms)
@@ -42,6 +42,7 @@ class _LockBase:
         self.token = None
         self._permits = _permits  # None: a mutex (no PERMITS argument)
         self._mode = _mode        # None, "READ" or "WRITE" (a ReadWriteLock's holds)
+        self._take = _take        # permits one acquisition takes (a Semaphore's take)
         self._held = False
         self._lost = False
         self._lost_reason = None
@@ -80,6 +81,8 @@ class _LockBase:
         args = ["LOCK.ACQUIRE", self.name, self.owner, self.lease_ms]
         if self._permits is not None:
             args += ["PERMITS", self._permits]
+            if self._take > 1:
+                args += ["TAKE", self._take]
         if self.session:
             args.append("SESSION")
         if self.lock_delay_ms:
@@ -360,14 +363,18 @@ class Semaphore(Lock):
     """A counting semaphore: at most ``permits`` holders at once, each with its own lease,
     fencing token and release (``LOCK.ACQUIRE … PERMITS n``).
 
-    ``Semaphore(client, name, permits, lease_ms, wait_ms=None, session=False, **kw)``: the same
-    shape as :class:`Lock` (one instance holds one permit; the watchdog renews it). Every
-    holder must use the same ``permits`` while any holds it, or the acquire raises
-    :class:`PermitsMismatch`."""
+    ``Semaphore(client, name, permits, lease_ms, wait_ms=None, session=False, *, take=1, **kw)``:
+    the same shape as :class:`Lock` (one instance is one holder; the watchdog renews it). It
+    takes ``take`` permits at once (``LOCK.ACQUIRE … TAKE k``: all or none, first come first
+    served, so a large request is not overtaken by smaller ones). Every holder must use the
+    same ``permits`` while any holds it, or the acquire raises :class:`PermitsMismatch`."""
 
-    def __init__(self, client, name, permits, lease_ms, wait_ms=None, session=False, **kw):
-        _LockBase.__init__(self, client, name, lease_ms, wait_ms, session,
-                           _permits=check_permits(permits), **kw)
+    def __init__(self, client, name, permits, lease_ms, wait_ms=None, session=False, *, take=1, **kw):
+        permits = check_permits(permits)
+        take = check_permits(take)
+        if take > permits:
+            raise ValueError("take (%d) must not exceed permits (%d)" % (take, permits))
+        _LockBase.__init__(self, client, name, lease_ms, wait_ms, session, _permits=permits, _take=take, **kw)
 
 
 def check_permits(permits):

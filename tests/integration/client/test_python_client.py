@@ -311,6 +311,19 @@ def test_read_write_lock(server):
     asyncio.run(run())
 
 
+def test_semaphore_take(server):
+    r = server.client(decode_responses=True)
+    with pytest.raises(ValueError):
+        Semaphore(r, "t", 2, 1000, take=3)
+    big = Semaphore(r, "t", 5, 60000, take=4)
+    assert big.acquire(wait_ms=0)
+    assert not Semaphore(r, "t", 5, 60000, take=2).acquire(wait_ms=0)
+    one = Semaphore(r, "t", 5, 60000)
+    assert one.acquire(wait_ms=0)
+    big.release()
+    one.release()
+
+
 def test_semaphore_permits(server):
     r = server.client(decode_responses=True)
     sems = [Semaphore(r, "pool", 3, 2000) for _ in range(4)]

@@ -1,8 +1,8 @@
 """A model-based test of the lock family: random sequences of commands against
 a real primary (with a replica), every reply compared with a Python model.
 
-The rules: LOCK.ACQUIRE (mutex and PERMITS 2 semaphores, READ and WRITE holds
-of read-write locks, REENTRANT, SESSION, LOCKDELAY, WAIT), RELEASE and EXTEND by owners and strangers, waiters that queue, time
+The rules: LOCK.ACQUIRE (mutex and PERMITS 2 semaphores with TAKE 1 or 2, READ
+and WRITE holds of read-write locks, REENTRANT, SESSION, LOCKDELAY, WAIT), RELEASE and EXTEND by owners and strangers, waiters that queue, time
 out or disconnect, a lease made to end (the waiter behind it must be served by
 the module's timer), a session connection that closes, DEL/UNLINK/FLUSHALL/
 FLUSHDB of held locks with waiters (the head waiter is served at once), RENAME,
@@ -63,27 +63,30 @@ def read(conn):
 
 
 class Holder:
-    def __init__(self, owner, token, session=None, delay=False, shared=False):
+    def __init__(self, owner, token, session=None, delay=False, shared=False, weight=1):
         self.owner, self.token, self.count, self.session, self.delay = owner, token, 1, session, delay
-        self.shared = shared
+        self.shared, self.weight = shared, weight
 
 
 class LockM:
     def __init__(self, permits):
         self.permits, self.last_token, self.holders = permits, 0, {}
-        self.slots = []   # lock-delays: (owner, token, shared), each taking a permit
+        self.slots = []   # lock-delays: (owner, token, shared, weight), each taking its permits
 
-    def taken(self):
+    def entries(self):
         return len(self.holders) + len(self.slots)
 
+    def taken(self):
+        return sum(h.weight for h in self.holders.values()) + sum(w for _, _, _, w in self.slots)
+
     def all_shared(self):
-        return all(h.shared for h in self.holders.values()) and all(sh for _, _, sh in self.slots)
+        return all(h.shared for h in self.holders.values()) and all(sh for _, _, sh, _ in self.slots)
 
     def end_hold(self, owner):
         """owner's hold ends without a release: a lock-delay if it has one."""
         h = self.holders.pop(owner)
         if h.delay:
-            self.slots.append((owner, h.token, h.shared))
+            self.slots.append((owner, h.token, h.shared, h.weight))
             STATS["lock-delays"] += 1
         return h
 
@@ -91,12 +94,12 @@ class LockM:
 class Waiter:
     """A blocked LOCK.ACQUIRE ... WAIT on its own connection."""
 
-    def __init__(self, conn, owner, permits, shared=False):
-        self.conn, self.owner, self.permits, self.shared = conn, owner, permits, shared
+    def __init__(self, conn, owner, permits, shared=False, take=1):
+        self.conn, self.owner, self.permits, self.shared, self.take = conn, owner, permits, shared, take
 
 
 STATS = {"examples": 0, "steps": 0, "grants": 0, "waiters served": 0, "timeouts": 0, "restarts": 0,
-         "lock-delays": 0, "read grants": 0, "upgrades refused": 0}
+         "lock-delays": 0, "read grants": 0, "upgrades refused": 0, "weighted grants": 0}
 
 
 class LockMachine(RuleBasedStateMachine):
@@ -135,12 +138,13 @@ class LockMachine(RuleBasedStateMachine):
         STATS["grants"] += 1
         return token
 
-    def try_acquire(self, key, owner, permits, reentrant, shared=False):
+    def try_acquire(self, key, owner, permits, reentrant, shared=False, take=1):
         """The model of one attempt with no queue ahead: ('granted', holder) |
         ('reentered', holder) | ('owned',) | ('busy',) | ('permits',) | ('upgrade',)
-        (WRITE inside READ). `shared`: READ, on a lock of one permit."""
+        (WRITE inside READ). `shared`: READ, on a lock of one permit; `take`:
+        the permits a new grant takes."""
         lk = self.locks.get(key)
-        if lk is not None and lk.taken() and lk.permits != permits:
+        if lk is not None and lk.entries() and lk.permits != permits:
             return ("permits",)
         if lk is not None and owner in lk.holders:
             if not reentrant:
@@ -149,7 +153,7 @@ class LockMachine(RuleBasedStateMachine):
                 return ("upgrade",)
             lk.holders[owner].count += 1
             return ("reentered", lk.holders[owner])
-        if lk is not None and (not lk.all_shared() if shared else lk.taken() >= permits):
+        if lk is not None and (not lk.all_shared() if shared else lk.taken() + take > permits):
             return ("busy",)           # refused: the lock is left as it was
         if lk is None:
             lk = self.locks[key] = LockM(permits)
@@ -159,7 +163,7 @@ class LockMachine(RuleBasedStateMachine):
     def check_refusal(self, key, rep):
         assert rep[0] == 0 and rep[1] == -1, rep
         lk = self.locks.get(key)
-        if lk is None or not lk.taken():
+        if lk is None or not lk.entries():
             assert rep[2] == -1, rep
         else:
             assert 0 < rep[2] <= LEASE, rep
@@ -170,7 +174,7 @@ class LockMachine(RuleBasedStateMachine):
         q = self.queues.get(key, [])
         while q:
             w = q[0]
-            out = self.try_acquire(key, w.owner, w.permits, False, w.shared)
+            out = self.try_acquire(key, w.owner, w.permits, False, w.shared, w.take)
             if out[0] == "busy":
                 return
             q.pop(0)
@@ -180,7 +184,8 @@ class LockMachine(RuleBasedStateMachine):
             else:
                 assert out[0] == "granted", out
                 assert rep[0] == 1 and rep[2] == LEASE, rep
-                self.locks[key].holders[w.owner] = Holder(w.owner, self.new_token(key, rep[1]), shared=w.shared)
+                self.locks[key].holders[w.owner] = Holder(w.owner, self.new_token(key, rep[1]), shared=w.shared,
+                                                          weight=w.take)
             STATS["waiters served"] += 1
             w.conn.disconnect()
 
@@ -208,13 +213,14 @@ class LockMachine(RuleBasedStateMachine):
     # ------------------------------------------------------------------ rules
     @rule(name=st.sampled_from(NAMES), db=DB, owner=st.sampled_from(OWNERS),
           permits=st.sampled_from([1, 1, 2]), reentrant=st.booleans(), delay=st.sampled_from([False, False, True]),
-          mode=st.sampled_from([None, None, "READ", "READ", "WRITE"]))
-    def acquire(self, name, db, owner, permits, reentrant, delay, mode):
+          mode=st.sampled_from([None, None, "READ", "READ", "WRITE"]), take=st.sampled_from([1, 1, 2]))
+    def acquire(self, name, db, owner, permits, reentrant, delay, mode, take=1):
         key = (db, name)
         shared = mode == "READ"
         args = ["LOCK.ACQUIRE", name, owner, LEASE, "PERMITS", permits] + (["REENTRANT"] if reentrant else [])
         args += ["LOCKDELAY", LEASE] if delay else []
         args += [mode] if mode else []
+        args += ["TAKE", take] if take > 1 else []
         try:
             rep = self.c(db).execute_command(*args)
         except redis.ResponseError as e:
@@ -222,15 +228,18 @@ class LockMachine(RuleBasedStateMachine):
         if mode and permits > 1:
             assert isinstance(rep, redis.ResponseError) and "not with PERMITS" in str(rep), rep
             return
+        if take > permits:
+            assert isinstance(rep, redis.ResponseError) and "TAKE k must not exceed" in str(rep), rep
+            return
         if self.queues.get(key):
             lk = self.locks.get(key)
             if reentrant and lk is not None and owner in lk.holders:
-                out = self.try_acquire(key, owner, permits, reentrant, shared)
+                out = self.try_acquire(key, owner, permits, reentrant, shared, take)
                 assert out[0] in ("reentered", "permits", "upgrade"), out
             else:
                 out = ("queued",)
         else:
-            out = self.try_acquire(key, owner, permits, reentrant, shared)
+            out = self.try_acquire(key, owner, permits, reentrant, shared, take)
         if out[0] == "upgrade":
             assert isinstance(rep, redis.ResponseError) and "holds this lock for READ" in str(rep), rep
             STATS["upgrades refused"] += 1
@@ -240,8 +249,10 @@ class LockMachine(RuleBasedStateMachine):
             assert rep == [1, out[1].token, LEASE], (rep, out[1].token)
         elif out[0] == "granted":
             assert rep[0] == 1 and rep[2] == LEASE, rep
-            self.locks[key].holders[owner] = Holder(owner, self.new_token(key, rep[1]), delay=delay, shared=shared)
+            self.locks[key].holders[owner] = Holder(owner, self.new_token(key, rep[1]), delay=delay, shared=shared,
+                                                    weight=take)
             STATS["read grants"] += shared
+            STATS["weighted grants"] += take > 1
         else:
             self.check_refusal(key, rep)
 
@@ -251,12 +262,13 @@ class LockMachine(RuleBasedStateMachine):
         key = (db, name)
         owner = self.fresh("w")
         shared = reader and permits == 1
+        take = 2 if reader and permits == 2 else 1   # a semaphore's "reader" asks for both permits
         conn = self.conn(db)
         conn.send_command("LOCK.ACQUIRE", name, owner, LEASE, "PERMITS", permits, "WAIT", LEASE,
-                          *(["READ"] if shared else []))
-        out = ("queued",) if self.queues.get(key) else self.try_acquire(key, owner, permits, False, shared)
+                          *(["READ"] if shared else []), *(["TAKE", 2] if take > 1 else []))
+        out = ("queued",) if self.queues.get(key) else self.try_acquire(key, owner, permits, False, shared, take)
         if out[0] == "queued" or out[0] == "busy":
-            self.queues.setdefault(key, []).append(Waiter(conn, owner, permits, shared))
+            self.queues.setdefault(key, []).append(Waiter(conn, owner, permits, shared, take))
             poll("waiter %s queued on %s" % (owner, key),
                  lambda: self.c(db).execute_command("LOCK.INSPECT", name)[2] == len(self.queues[key]))
             return
@@ -266,7 +278,7 @@ class LockMachine(RuleBasedStateMachine):
             assert isinstance(rep, redis.ResponseError) and "PERMITS differs" in str(rep), rep
         else:
             assert out[0] == "granted" and rep[0] == 1, (out, rep)
-            self.locks[key].holders[owner] = Holder(owner, self.new_token(key, rep[1]), shared=shared)
+            self.locks[key].holders[owner] = Holder(owner, self.new_token(key, rep[1]), shared=shared, weight=take)
 
     @precondition(lambda self: any(self.queues.values()))
     @rule(data=st.data())
@@ -448,7 +460,8 @@ class LockMachine(RuleBasedStateMachine):
         copy = LockM(lk.permits)
         copy.last_token = lk.last_token
         copy.slots = list(lk.slots)
-        copy.holders = {o: Holder(o, h.token, delay=h.delay, shared=h.shared) for o, h in lk.holders.items()}
+        copy.holders = {o: Holder(o, h.token, delay=h.delay, shared=h.shared, weight=h.weight)
+                        for o, h in lk.holders.items()}
         for o, h in lk.holders.items():
             copy.holders[o].count = h.count
         self.locks[d] = copy
@@ -523,7 +536,7 @@ class LockMachine(RuleBasedStateMachine):
                 assert (permits, last, waiters) == (lk.permits, lk.last_token, len(self.queues.get(key, []))), \
                     (key, got, lk.permits, lk.last_token)
                 want = sorted([(o.encode(), h.token, h.count) for o, h in lk.holders.items()] +
-                              [(o.encode(), t, 0) for o, t, _ in lk.slots])
+                              [(o.encode(), t, 0) for o, t, _, _ in lk.slots])
                 assert sorted((h[0], h[2], h[3]) for h in holders) == want, (key, holders, want)
                 assert all(0 < h[1] <= LEASE for h in holders), holders
         for q in self.queues.values():
@@ -538,4 +551,4 @@ def test_lock_model(servers):
     run_state_machine_as_test(LockMachine, settings=model_settings(examples=40, steps=60))
     print("lock model:", STATS)
     assert STATS["waiters served"] > 0 and STATS["grants"] > STATS["examples"], STATS
-    assert STATS["lock-delays"] > 0 and STATS["read grants"] > 0, STATS
+    assert STATS["lock-delays"] > 0 and STATS["read grants"] > 0 and STATS["weighted grants"] > 0, STATS

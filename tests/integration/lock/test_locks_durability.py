@@ -83,15 +83,15 @@ def stored_lease_ends(c, key):
     """The lease ends (Unix ms) of every holder in `key`'s stored value, ended
     leases the timer has not removed yet included (LOCK.INSPECT hides them),
     read from its DUMP payload (lock_type.c: permits, last_token, nholders, then
-    per holder owner, expires_ms, count, token, and from encver 3 delay_ms and
-    shared; flags). [] for a missing key."""
+    per holder owner, expires_ms, count, token, and from encver 3 delay_ms,
+    shared and weight; flags). [] for a missing key."""
     payload = c.dump(key)
     if payload is None:
         return []
     b = payload[:-10]
     assert b[0] == 7, "RDB_TYPE_MODULE_2 expected"
     module_id, i, _ = _rdb_len(b, 1)  # module id + encver (its low 10 bits)
-    per_holder = 6 if module_id & 1023 >= 3 else 4
+    per_holder = 7 if module_id & 1023 >= 3 else 4
     fields = []
     while True:
         op, i, _ = _rdb_len(b, i)

@@ -14,7 +14,7 @@ SHAPES = {
                 ("timeout-ms", "WAIT"), ("unix-ms", "AT")],
     "RL.WINDOW": [("key", None), ("limit", None), ("window-ms", None), ("n", "COST"), ("timeout-ms", "WAIT"),
                   ("unix-ms", "AT")],
-    "LOCK.ACQUIRE": [("key", None), ("owner", None), ("lease-ms", None), ("n", "PERMITS"), ("read", "READ"),
+    "LOCK.ACQUIRE": [("key", None), ("owner", None), ("lease-ms", None), ("n", "PERMITS"), ("k", "TAKE"), ("read", "READ"),
                      ("write", "WRITE"), ("reentrant", "REENTRANT"),
                      ("session", "SESSION"), ("delay-ms", "LOCKDELAY"), ("timeout-ms", "WAIT")],
     "RL.CONCURRENCY": [("key", None), ("holder", None), ("lease-ms", None), ("limit", None), ("timeout-ms", "WAIT")],

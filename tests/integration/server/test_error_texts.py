@@ -27,7 +27,7 @@ def needs(opt, value):
     return err("ERR %s needs a value (%s)" % (opt, value))
 
 
-LOCK_ACQUIRE = "PERMITS n, READ, WRITE, REENTRANT, SESSION, LOCKDELAY delay-ms, WAIT timeout-ms"
+LOCK_ACQUIRE = "PERMITS n, TAKE k, READ, WRITE, REENTRANT, SESSION, LOCKDELAY delay-ms, WAIT timeout-ms"
 GCRA = "BURST capacity, COST n, WAIT timeout-ms, AT unix-ms"
 GCRA_PEEK = "BURST capacity, COST n"
 WINDOW = "COST n, WAIT timeout-ms, AT unix-ms"
@@ -154,7 +154,8 @@ def test_every_command_with_options_is_covered_and_lists_its_docs(r):
 
 def test_lock_state_syntax_error(server):
     want = err("ERR invalid lock state: expected permits last_token nholders "
-               "[owner expires_ms count token]... [DELAY index ms]... [SHARED index]... [EPHEMERAL]")
+               "[owner expires_ms count token]... [DELAY index ms]... [SHARED index]... [TAKE index k]... "
+               "[EPHEMERAL]")
     assert raw_command(server, "LOCK.STATE", "ls", 1, 5, 0, "EPHEMERAL", "FOO") == want
     assert raw_command(server, "LOCK.STATE", "ls", 1, 5, 0, "FOO") == want
     assert raw_command(server, "LOCK.STATE", "ls", 1, 5, 0, "EPHEMERAL") == b"+OK\r\n"

@@ -133,15 +133,17 @@ def test_lock_loader_names_the_field(server, index, value, field):
     _refused(server, r, _mutated(r, "l", index, value), field)
 
 
-# encver 3: each holder is (owner, expires_ms, count, token, delay_ms, shared), then
-# flags: a delay above 2^40 ms, a lock-delay slot (count 0) without a delay, and a
-# concurrency limit (flags 1) with a delay are refused, naming delay_ms; shared
-# above 1, or shared on a concurrency limit, naming shared
-@pytest.mark.parametrize("index,value,delay,mode,field", [
-    (7, 2 ** 40 + 1, 500, "WRITE", "delay_ms"), (5, 0, 0, "WRITE", "delay_ms"), (9, 1, 500, "WRITE", "delay_ms"),
-    (8, 2, 0, "READ", "shared"), (9, 1, 0, "READ", "shared"),
+# encver 3: each holder is (owner, expires_ms, count, token, delay_ms, shared, weight),
+# then flags: a delay above 2^40 ms, a lock-delay slot (count 0) without a delay, and
+# a concurrency limit (flags 1) with a delay are refused, naming delay_ms; shared
+# above 1, or shared on a concurrency limit, naming shared; a weight of 0, above
+# 1024, above the permits or above 1 on a concurrency limit, naming weight
+@pytest.mark.parametrize("index,value,opts,field", [
+    (7, 2 ** 40 + 1, ["LOCKDELAY", 500], "delay_ms"), (5, 0, [], "delay_ms"), (10, 1, ["LOCKDELAY", 500], "delay_ms"),
+    (8, 2, ["READ"], "shared"), (10, 1, ["READ"], "shared"),
+    (9, 0, [], "weight"), (9, 1025, [], "weight"), (9, 3, ["PERMITS", 2], "weight"), (10, 1, ["PERMITS", 2, "TAKE", 2], "weight"),
 ])
-def test_lock_loader_names_the_lock_delay_and_shared(server, index, value, delay, mode, field):
+def test_lock_loader_names_the_encver3_fields(server, index, value, opts, field):
     r = server.client()
-    assert r.execute_command("LOCK.ACQUIRE", "l", "owner", 60000, "LOCKDELAY", delay, mode)[0] == 1
+    assert r.execute_command("LOCK.ACQUIRE", "l", "owner", 60000, *opts)[0] == 1
     _refused(server, r, _mutated(r, "l", index, value), field)
