@@ -66,8 +66,8 @@ NOTES = {
                   "Range errors; `WRONGTYPE` on a key that is not a GCRA or window limiter.", "RL.REFUND api:user:42 1"),
     "RL.MULTI": (
         "Array `[allowed, refused_index (1-based; 0 when allowed), retry_after_ms (the longest among the refusing limits; -1 when allowed or never possible), remaining (the smallest)]`.",
-        "Range errors; `ERR the same key appears in two limits`; `ERR limit type must be GCRA or WINDOW`; `CROSSSLOT Keys in request don't hash to the same slot` when the keys do not share a hash slot, standalone too (nothing written).",
-        "RL.MULTI 1 2 {u42}:s GCRA 10 1000 {u42}:m WINDOW 100 60000"),
+        "Range errors; `ERR cost must be one integer, or one per limit separated by commas (as many as numlimits)`; `ERR the same key appears in two limits`; `ERR limit type must be GCRA or WINDOW`; `CROSSSLOT Keys in request don't hash to the same slot` when the keys do not share a hash slot, standalone too (nothing written).",
+        "RL.MULTI 1,20 2 {u42}:s GCRA 10 1000 {u42}:m WINDOW 100 60000"),
     "RL.CONCURRENCY": (RL_REPLY + " `retry_after_ms` is the time until the earliest lease ends.",
                        "Range errors; `ERR unknown option '…' for RL.CONCURRENCY; expected WAIT timeout-ms`; `ERR WAIT needs a value (timeout-ms)`; `WRONGTYPE` (also on a LOCK.* key).", "RL.CONCURRENCY jobs:export worker-7 30000 4"),
     "RL.CONCURRENCY_RELEASE": ("Integer `1`, or `0` when the holder held no slot (e.g. its lease had ended).",

@@ -369,13 +369,40 @@ static int Refund_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, in
     return RedisModule_ReplyWithLongLong(ctx, (long long)given);
 }
 
-/* RL.MULTI <cost> <numlimits> <key> GCRA|WINDOW <limit> <period ms> [<key> ...]...
- * Takes <cost> from every limit or from none: GCRA is <limit> units per <period
+/* RL.MULTI <cost>|<cost1,cost2,...> <numlimits> <key> GCRA|WINDOW <limit> <period ms> [<key> ...]...
+ * Takes <cost> from every limit, or costi from limit i (a comma-separated list,
+ * one cost per limit in order: the arguments keep their places, so key specs and
+ * cluster routing are unchanged), or from none: GCRA is <limit> units per <period
  * ms> with capacity <limit>; WINDOW is at most <limit> within <period ms>. Keys
  * must share a hash slot, standalone too (else CROSSSLOT, nothing written).
  * Reply: [allowed, index of the first limit that refused (1-based; 0 when
  * allowed), retry_after_ms (the longest wait among the refusing limits; -1 when
  * allowed or never possible), remaining (the smallest)]. */
+/* RL.MULTI's cost argument: one integer, or up to `max` integers separated by
+ * commas (each 0 to UINT32_MAX, no spaces, no empty item), into costs[].
+ * Returns how many, -1 when an item is not such an integer, 0 when there are
+ * more than `max` (the caller then names the count). */
+static int parse_costs(RedisModuleString *arg, uint64_t *costs, int max) {
+    size_t len;
+    const char *s = RedisModule_StringPtrLen(arg, &len);
+    int n = 0;
+    size_t start = 0;
+    for (size_t i = 0; i <= len; i++) {
+        if (i < len && s[i] != ',') continue;
+        if (n == max) return 0;
+        if (i == start || i - start > 10) return -1;
+        uint64_t v = 0;
+        for (size_t j = start; j < i; j++) {
+            if (s[j] < '0' || s[j] > '9') return -1;
+            v = v * 10 + (uint64_t)(s[j] - '0');
+        }
+        if (v > UINT32_MAX) return -1;
+        costs[n++] = v;
+        start = i + 1;
+    }
+    return n;
+}
+
 static int Multi_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (RedisModule_IsKeysPositionRequest(ctx)) {
         /* Keys sit every 4 arguments from argv[3]: key specs cannot say that to
@@ -387,10 +414,15 @@ static int Multi_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int
         return REDISMODULE_OK;
     }
     if (argc < 7) return RedisModule_WrongArity(ctx);
-    uint64_t cost, n;
-    if (mc_parse_u64(argv[1], 0, UINT32_MAX, &cost)) return mc_reply_range(ctx, "cost", 0, UINT32_MAX);
+    uint64_t n, costs[MAX_MULTI_LIMITS];
     if (mc_parse_u64(argv[2], 1, MAX_MULTI_LIMITS, &n)) return mc_reply_range(ctx, "numlimits", 1, MAX_MULTI_LIMITS);
     if ((uint64_t)argc != 3 + 4 * n) return RedisModule_WrongArity(ctx);
+    int ncosts = parse_costs(argv[1], costs, (int)n);
+    if (ncosts == -1) return mc_reply_range(ctx, "cost", 0, UINT32_MAX);
+    if (ncosts != 1 && ncosts != (int)n)
+        return RedisModule_ReplyWithError(ctx, "ERR cost must be one integer, or one per limit separated by commas "
+                                               "(as many as numlimits)");
+    for (int i = ncosts; i < (int)n; i++) costs[i] = costs[0];
     /* One hash slot, standalone too (where Redis checks nothing): code that
      * works here works in Cluster, and gets the error Cluster gives. */
     size_t klen;
@@ -412,7 +444,7 @@ static int Multi_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int
         if (mc_parse_u64(a[2], 1, UINT32_MAX, &limit)) return mc_reply_range(ctx, "limit", 1, UINT32_MAX);
         rl_request *r = &reqs[i];
         memset(r, 0, sizeof(*r));
-        r->cost = cost;
+        r->cost = costs[i];
         if (mc_is_word(a[1], "GCRA")) {
             if (mc_parse_u64(a[3], 1, GCRA_MAX_PERIOD_US / 1000, &period) ||
                 gcra_params_init(&r->gcra, limit, limit, period * 1000) != 0)
@@ -439,7 +471,7 @@ static int Multi_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int
     for (uint64_t i = 0; i < n; i++) {
         int rc = rl_eval(ctx, keys[i], &reqs[i], now_us, 0, &res);
         if (rc != RL_OK) return rl_reply_error(ctx, rc);
-        if (cost > 0 && waitq_busy(ctx, keys[i])) /* one rule (waitq.h): not before the waiters */
+        if (costs[i] > 0 && waitq_busy(ctx, keys[i])) /* one rule (waitq.h): not before the waiters */
             refuse_behind_queue(&res, waitq_next_try_ms(ctx, keys[i], now_us / 1000));
         if (!res.allowed) {
             if (!refused) refused = (int)i + 1;

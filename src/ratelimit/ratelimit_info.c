@@ -46,7 +46,7 @@ static RedisModuleCommandArg args_multi_limit[] = {
     ARG_KEY("key", 0, NULL), ARG_STR("type", "GCRA or WINDOW"), ARG_INT("limit", NULL),
     ARG_INT("period-ms", "milliseconds"), {0}};
 static RedisModuleCommandArg args_multi[] = {
-    ARG_INT("cost", "units taken from every limit"),
+    ARG_STR("cost", "units taken from every limit, or one per limit separated by commas (e.g. 1,5)"),
     ARG_INT("numlimits", NULL),
     {.name = "limit", .type = REDISMODULE_ARG_TYPE_BLOCK, .key_spec_index = -1,
      .flags = REDISMODULE_CMD_ARG_MULTIPLE, .subargs = args_multi_limit},

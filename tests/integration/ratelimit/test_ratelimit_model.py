@@ -230,9 +230,9 @@ def m_throttle(w, k, burst, count, period_s, q, now_us):
     return [limited, p[2], rem, -1 if retry < 0 else ceil_s(retry), ceil_s(ttl)], w
 
 
-def m_multi(w, cost, limits, now_us):
-    """RL.MULTI: limits [(key, "GCRA"|"WINDOW", limit, period ms)]."""
-    def one(w, key, kind, limit, period, apply):
+def m_multi(w, costs, limits, now_us):
+    """RL.MULTI: limits [(key, "GCRA"|"WINDOW", limit, period ms)], costs [cost of each limit]."""
+    def one(w, cost, key, kind, limit, period, apply):
         k = (0, key)
         if kind == "GCRA":
             return m_gcra(w, k, gcra_params(limit, limit, period * 1000), cost, now_us, apply)
@@ -242,7 +242,7 @@ def m_multi(w, cost, limits, now_us):
         return ERR_CROSSSLOT, w
     refused, retry, never, remaining = 0, -1, False, None
     for i, lim in enumerate(limits):
-        res, _ = one(w, *lim, apply=False)
+        res, _ = one(w, costs[i], *lim, apply=False)
         if isinstance(res, Err):
             return res, w
         if not res[0]:
@@ -251,8 +251,8 @@ def m_multi(w, cost, limits, now_us):
             retry = max(retry, res[2])
         remaining = res[1] if remaining is None else min(remaining, res[1])
     if not refused:
-        for lim in limits:
-            _, w = one(w, *lim, apply=True)
+        for cost, lim in zip(costs, limits):
+            _, w = one(w, cost, *lim, apply=True)
     return [int(not refused), refused, retry if refused and not never else -1, remaining], w
 
 
@@ -464,14 +464,17 @@ class RateLimitModel(RuleBasedStateMachine):
     @rule(cost=st.sampled_from([0, 1, 1, 2, 3]),
           limits=st.lists(st.tuples(st.sampled_from(KEYS * 3 + [OTHER_SLOT]), st.sampled_from(["GCRA", "WINDOW"]),
                                     st.integers(0, 1)),
-                          min_size=1, max_size=3, unique_by=lambda t: t[0]))
-    def multi(self, cost, limits):
-        """All or nothing; keys of another slot are refused first (CROSSSLOT)."""
+                          min_size=1, max_size=3, unique_by=lambda t: t[0]),
+          per_limit=st.lists(st.sampled_from([0, 1, 1, 2, 3]), min_size=3, max_size=3), one_each=st.booleans())
+    def multi(self, cost, limits, per_limit, one_each):
+        """All or nothing; keys of another slot are refused first (CROSSSLOT). The cost is
+        one integer for every limit, or (one_each) one per limit: "c1,c2,..."."""
         lims = [(key, kind) + (MULTI_GCRA if kind == "GCRA" else MULTI_WINDOW)[i] for key, kind, i in limits]
-        args = ["RL.MULTI", cost, len(lims)]
+        costs = per_limit[:len(lims)] if one_each else [cost] * len(lims)
+        args = ["RL.MULTI", ",".join(map(str, costs)) if one_each else cost, len(lims)]
         for key, kind, limit, period in lims:
             args += [key, kind, limit, period]
-        self.expect_clock(args, self.conns[0], args, lambda w, now: m_multi(w, cost, lims, now))
+        self.expect_clock(args, self.conns[0], args, lambda w, now: m_multi(w, costs, lims, now))
 
     @rule(dt=st.sampled_from([1, 10, 250, 1000, 5000, 20_000]))
     def advance(self, dt):
