@@ -9,7 +9,9 @@
  * session LockDelay): a grant may carry a delay d in ms. When its hold ends
  * without a release -- the lease ran out, or its session's connection closed --
  * its permit stays taken by nobody for d ms more, so a holder that stalled past
- * its lease can notice before the next holder acts. Such a permit is a holder
+ * its lease can notice before the next holder acts. Only that permit: other
+ * permits of a semaphore, or shared holds beside a reader's lock-delay, stay
+ * available to anyone, the old owner included (as new grants, new tokens). Such a permit is a holder
  * entry with count 0 (a "lock-delay slot"): it keeps the owner and token it
  * had, matches no owner (release, extend and reentry ignore it), and ends at
  * expires_ms like a lease. A release by the owner frees the permit at once.

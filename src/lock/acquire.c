@@ -54,15 +54,18 @@ static int reply_acquire(RedisModuleCtx *ctx, const lock_reply *r) {
 
 /* The permits of `l` taken at now_ms, by leases still running or lock-delays
  * (lock_entry_end: ended ones not yet dropped are ignored, so this only reads):
- * how many (their weights), and the earliest and latest end (*first = *last =
- * 0 when none). */
+ * how many (their weights), and the earliest and latest time one frees without
+ * a release -- a running lease with a lock-delay frees at its end + the delay --
+ * (*first = *last = 0 when none). */
 static uint64_t live_bounds(const lockv *l, uint64_t now_ms, uint64_t *first, uint64_t *last) {
     uint64_t n = 0;
     *first = *last = 0;
     for (uint32_t i = 0; l && i < l->nholders; i++) {
-        uint64_t e = lock_entry_end(&l->holders[i], now_ms);
+        const lock_holder *h = &l->holders[i];
+        uint64_t e = lock_entry_end(h, now_ms);
         if (e <= now_ms) continue;
-        n += l->holders[i].weight;
+        n += h->weight;
+        if (h->count > 0 && h->expires_ms > now_ms) e += h->delay_ms; /* then its lock-delay runs */
         if (*first == 0 || e < *first) *first = e;
         if (e > *last) *last = e;
     }

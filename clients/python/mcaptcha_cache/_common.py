@@ -41,12 +41,19 @@ class Decision:
 @dataclass(frozen=True)
 class Holder:
     """One holder in ``LOCK.INSPECT``: ``owner`` (str), ``lease_ms`` left (ms), fencing
-    ``token`` of its grant, ``count`` of (reentrant) acquisitions."""
+    ``token`` of its grant, ``count`` of (reentrant) acquisitions. ``count`` 0 is a
+    lock-delay (``lock_delay``): that owner's hold ended without a release and its
+    permit stays taken for ``lease_ms`` more, held by nobody."""
 
     owner: str
     lease_ms: int
     token: int
     count: int
+
+    @property
+    def lock_delay(self):
+        """True for a lock-delay entry (count 0): nobody holds it."""
+        return self.count == 0
 
 
 @dataclass(frozen=True)

@@ -154,7 +154,7 @@ class Lock(_lock._LockBase):
     async def owned(self):
         """See :meth:`mcaptcha_cache.Lock.owned`."""
         info = await self.inspect()
-        mine = info is not None and any(h.owner == self.owner for h in info.holders)
+        mine = info is not None and any(h.owner == self.owner and not h.lock_delay for h in info.holders)
         if self._held and not mine:
             await self._mark_lost("LOCK.INSPECT does not list this owner")
         return mine

@@ -273,16 +273,18 @@ class Lock(_LockBase):
             raise map_error(e) from e
 
     def owned(self):
-        """Whether the server lists this instance's owner among the holders. A held lock
-        that the server no longer lists is marked lost."""
+        """Whether the server lists this instance's owner among the holders (a lock-delay
+        entry of the owner does not count: it holds nothing). A held lock that the server
+        no longer lists is marked lost."""
         info = self.inspect()
-        mine = info is not None and any(h.owner == self.owner for h in info.holders)
+        mine = info is not None and any(h.owner == self.owner and not h.lock_delay for h in info.holders)
         if self._held and not mine:
             self._mark_lost("LOCK.INSPECT does not list this owner")
         return mine
 
     def locked(self):
-        """Whether anyone holds the lock (any permit, for a semaphore)."""
+        """Whether any permit is taken (for a semaphore: any), by a holder or by a
+        lock-delay (a hold that ended without a release, for its ``lock_delay_ms``)."""
         info = self.inspect()
         return info is not None and bool(info.holders)
 

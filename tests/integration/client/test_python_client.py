@@ -272,6 +272,10 @@ def test_lock_delay_ms(server):
     assert stalled.acquire(wait_ms=0)
     wait_for(lambda: [h[3] for h in inspect(r, "d:2")[3]] == [0], 3.0, "the lease ended into a lock-delay")
     assert not Lock(r, "d:2", 1000).acquire(wait_ms=0)
+    # the owner's lock-delay entry is not a hold: owned() is False and marks the lock lost
+    info = stalled.inspect()
+    assert [(h.owner, h.lock_delay) for h in info.holders] == [(stalled.owner, True)]
+    assert stalled.locked() and not stalled.owned() and stalled.lost
     with pytest.raises(LockLost):
         stalled.release()
 

@@ -2,8 +2,9 @@
 
 When a grant made with LOCKDELAY d stops holding without a release -- its lease
 ran out, or its SESSION connection closed -- its permit stays taken by nobody for
-d ms more: LOCK.INSPECT shows it with count 0, nobody can take it (its old owner
-neither), the old owner can no longer release or extend it, and a waiter is
+d ms more: LOCK.INSPECT shows it with count 0, nobody can take that permit (its
+old owner neither; a semaphore's other permits and shared holds beside a reader's
+lock-delay stay available), the old owner can no longer release or extend it, and a waiter is
 served when the delay ends, by the lease timer, with no other command. A release
 frees the permit at once. The delay replicates and persists (LOCK.STATE ... DELAY,
 RDB encver 3), and goes with the key when the key is deleted.
@@ -132,12 +133,20 @@ def _state(r, key):
     return v[0], v[1], sorted((h[0], h[2], h[3]) for h in v[3])
 
 
+def _ended_leases(r):
+    return int(r.info("mcaptcha_cache_locks")["mcaptcha_cache_leases_expired_while_held"])
+
+
 def _two_locks_with_delays(r):
-    """`held`: a lease with a delay still running; `lapsed`: a lock-delay slot."""
+    """`held`: a lease with a delay still running; `lapsed`: a lock-delay slot, stored
+    as such. (LOCK.INSPECT shows a lapsed lease as a lock-delay as soon as its lease
+    ends; the stored value changes when the lease timer fires: INFO counts that.)"""
+    ended = _ended_leases(r)
     assert r.execute_command("LOCK.ACQUIRE", "held", "a", 600000, "LOCKDELAY", 500000)[0] == 1
     assert r.execute_command("LOCK.ACQUIRE", "lapsed", "b", 50, "PERMITS", 3, "LOCKDELAY", 600000)[0] == 1
     assert r.execute_command("LOCK.ACQUIRE", "lapsed", "c", 600000, "PERMITS", 3)[0] == 1
-    _wait_for(lambda: _delay_slot(r, "lapsed"), "the lease ended into a lock-delay")
+    _wait_for(lambda: _ended_leases(r) == ended + 1, "the lease timer turned b's lease into a lock-delay")
+    assert _delay_slot(r, "lapsed")[0] == b"b"
 
 
 def test_lock_delays_replicate(replica_pair, sync):
