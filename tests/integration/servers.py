@@ -389,6 +389,19 @@ def wait_replica_link(replica, timeout=20.0):
                          % (replica.name, timeout, replica.log_tail()))
 
 
+def wait_until(pred, what, timeout=15.0):
+    """Poll pred() (a state: a waiter queued, a lease ended, a replica caught up)
+    until it is truthy and return its value; fail naming `what` after `timeout`
+    seconds. The polling only waits for the state, it orders nothing."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.005)
+    raise AssertionError("timed out waiting for: " + what)
+
+
 def wait_replicas_synced(primary, replicas, timeout=20.0):
     """Wait until every replica's link is up, WAIT acknowledges them, and the
     replication offsets match the primary's."""

@@ -7,20 +7,11 @@ waited_ms, timeout_ms, client_id (the blocked connection's CLIENT ID).
 """
 
 import threading
-import time
 
 import pytest
 import redis
 
-
-def _wait_for(pred, what, timeout=15.0):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        v = pred()
-        if v:
-            return v
-        time.sleep(0.005)  # polling for a state, not ordering events
-    pytest.fail("timed out waiting for: " + what)
+from servers import wait_until
 
 
 def _pairs(flat):
@@ -38,16 +29,28 @@ def full(r, key):
     return top
 
 
-def _queue(server, r, key, owner, *opts):
-    """Start LOCK.ACQUIRE ... WAIT 20000 on a connection of its own; returns its CLIENT ID
-    once it is queued."""
-    c = server.client()
-    cid = c.client_id()
-    n = r.execute_command("LOCK.INSPECT", key)[2]
-    threading.Thread(target=lambda: c.execute_command("LOCK.ACQUIRE", key, owner, 7000, *opts, "WAIT", 20000),
-                     daemon=True).start()
-    _wait_for(lambda: r.execute_command("LOCK.INSPECT", key)[2] == n + 1, owner + " queued")
-    return cid
+class _Queued:
+    """LOCK.ACQUIRE ... WAIT 20000 on a connection of its own, queued when built;
+    `cid` is that connection's CLIENT ID. stop() closes it and ends the thread."""
+
+    def __init__(self, server, r, key, owner, *opts):
+        self.c = server.client()
+        self.cid = self.c.client_id()
+        n = r.execute_command("LOCK.INSPECT", key)[2]
+        self.t = threading.Thread(target=self._run, args=(key, owner, opts), daemon=True)
+        self.t.start()
+        wait_until(lambda: r.execute_command("LOCK.INSPECT", key)[2] == n + 1, owner + " queued")
+
+    def _run(self, key, owner, opts):
+        try:
+            self.c.execute_command("LOCK.ACQUIRE", key, owner, 7000, *opts, "WAIT", 20000)
+        except redis.ConnectionError:
+            pass  # stop() closed it
+
+    def stop(self):
+        self.c.connection_pool.disconnect()
+        self.t.join(10)
+        assert not self.t.is_alive()
 
 
 def test_full_view_of_readers_a_lock_delay_and_waiters(r, server):
@@ -55,8 +58,8 @@ def test_full_view_of_readers_a_lock_delay_and_waiters(r, server):
     t1 = r.execute_command("LOCK.ACQUIRE", "k", "r1", 60000, "READ", "LOCKDELAY", 250)[1]
     sess = server.client()
     t2 = sess.execute_command("LOCK.ACQUIRE", "k", "r2", 60000, "READ", "SESSION")[1]
-    w_id = _queue(server, r, "k", "w", "WRITE")
-    r3_id = _queue(server, r, "k", "r3", "READ")
+    w = _Queued(server, r, "k", "w", "WRITE")
+    r3 = _Queued(server, r, "k", "r3", "READ")
     v = full(r, "k")
     assert (v["permits"], v["last_token"], v["kind"]) == (1, t2, b"lock")
     hs = sorted(v["holders"], key=lambda h: h["token"])
@@ -65,15 +68,17 @@ def test_full_view_of_readers_a_lock_delay_and_waiters(r, server):
     assert all(0 < h["ms_left"] <= 60000 and 0 <= h["held_ms"] < 60000 for h in hs)
     ws = v["waiters"]
     assert [(w["owner"], w["mode"], w["permits"], w["lease_ms"], w["client_id"]) for w in ws] == \
-        [(b"w", b"write", 1, 7000, w_id), (b"r3", b"read", 1, 7000, r3_id)]
+        [(b"w", b"write", 1, 7000, w.cid), (b"r3", b"read", 1, 7000, r3.cid)]
     assert ws[0]["waited_ms"] >= ws[1]["waited_ms"] >= 0
     assert all(0 < w["timeout_ms"] <= 20000 for w in ws)
     # r1's lease ends into its lock-delay
     assert r.execute_command("LOCK.EXTEND", "k", "r1", 1) == 1
-    _wait_for(lambda: any(h["state"] == b"lock-delay" for h in full(r, "k")["holders"]), "r1's lock-delay")
+    wait_until(lambda: any(h["state"] == b"lock-delay" for h in full(r, "k")["holders"]), "r1's lock-delay")
     d = [h for h in full(r, "k")["holders"] if h["owner"] == b"r1"][0]
     assert (d["count"], d["held_ms"]) == (0, -1) and 0 < d["ms_left"] <= 250
     sess.connection_pool.disconnect()
+    for q in (w, r3):
+        q.stop()
 
 
 def test_full_view_of_a_semaphore_and_a_concurrency_limit(r, server):

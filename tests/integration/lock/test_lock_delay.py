@@ -11,12 +11,11 @@ RDB encver 3), and goes with the key when the key is deleted.
 """
 
 import threading
-import time
 
 import pytest
 import redis
 
-from servers import raw_command
+from servers import raw_command, wait_until
 
 NOT_OWNER = "the lock is not held by this owner"
 
@@ -26,16 +25,6 @@ def wire_error(server, *args):
     rep = raw_command(server, *args)
     assert rep.startswith(b"-"), "%r: expected an error reply, got %r" % (args, rep)
     return rep[1:].rstrip(b"\r\n").decode("utf-8", "replace")
-
-
-def _wait_for(pred, what, timeout=15.0):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        v = pred()
-        if v:
-            return v
-        time.sleep(0.005)  # polling for a state, not ordering events
-    pytest.fail("timed out waiting for: " + what)
 
 
 def _holders(r, key):
@@ -52,7 +41,7 @@ def _delay_slot(r, key):
 def test_a_lease_that_ends_keeps_its_permit_for_the_delay(r, server):
     granted = r.execute_command("LOCK.ACQUIRE", "ld", "a", 100, "LOCKDELAY", 1500)
     assert granted[0] == 1
-    slot = _wait_for(lambda: _delay_slot(r, "ld"), "the lease ended into a lock-delay")
+    slot = wait_until(lambda: _delay_slot(r, "ld"), "the lease ended into a lock-delay")
     owner, left, token, count = slot
     assert (owner, token, count) == (b"a", granted[1], 0)
     assert 0 < left <= 1500
@@ -98,7 +87,7 @@ def test_a_closed_session_starts_the_delay(r, server):
     c = server.client()
     assert c.execute_command("LOCK.ACQUIRE", "sess", "a", 600000, "SESSION", "LOCKDELAY", 300000)[0] == 1
     c.connection_pool.disconnect()
-    owner, left, _, count = _wait_for(lambda: _delay_slot(r, "sess"), "the session's end began a lock-delay")
+    owner, left, _, count = wait_until(lambda: _delay_slot(r, "sess"), "the session's end began a lock-delay")
     assert (owner, count) == (b"a", 0)
     assert 250000 < left <= 300000  # from the disconnect, not from the lease end (600 s away)
     assert r.execute_command("LOCK.ACQUIRE", "sess", "b", 1000)[0] == 0
@@ -106,7 +95,7 @@ def test_a_closed_session_starts_the_delay(r, server):
     c = server.client()
     assert c.execute_command("LOCK.ACQUIRE", "sess2", "a", 600000, "SESSION")[0] == 1
     c.connection_pool.disconnect()
-    _wait_for(lambda: _holders(r, "sess2") == [], "the session's permit is free")
+    wait_until(lambda: _holders(r, "sess2") == [], "the session's permit is free")
     # the delay goes with the key
     r.delete("sess")
     assert r.execute_command("LOCK.ACQUIRE", "sess", "b", 1000)[0] == 1
@@ -114,7 +103,7 @@ def test_a_closed_session_starts_the_delay(r, server):
 
 def test_a_semaphore_keeps_only_the_lapsed_permit(r):
     assert r.execute_command("LOCK.ACQUIRE", "sem", "a", 100, "PERMITS", 2, "LOCKDELAY", 600000)[0] == 1
-    _wait_for(lambda: _delay_slot(r, "sem"), "the lease ended into a lock-delay")
+    wait_until(lambda: _delay_slot(r, "sem"), "the lease ended into a lock-delay")
     assert r.execute_command("LOCK.ACQUIRE", "sem", "b", 60000, "PERMITS", 2)[0] == 1
     assert r.execute_command("LOCK.ACQUIRE", "sem", "c", 60000, "PERMITS", 2)[0] == 0
     # the lapsed owner may take the free permit again, as a new grant
@@ -145,7 +134,7 @@ def _two_locks_with_delays(r):
     assert r.execute_command("LOCK.ACQUIRE", "held", "a", 600000, "LOCKDELAY", 500000)[0] == 1
     assert r.execute_command("LOCK.ACQUIRE", "lapsed", "b", 50, "PERMITS", 3, "LOCKDELAY", 600000)[0] == 1
     assert r.execute_command("LOCK.ACQUIRE", "lapsed", "c", 600000, "PERMITS", 3)[0] == 1
-    _wait_for(lambda: _ended_leases(r) == ended + 1, "the lease timer turned b's lease into a lock-delay")
+    wait_until(lambda: _ended_leases(r) == ended + 1, "the lease timer turned b's lease into a lock-delay")
     assert _delay_slot(r, "lapsed")[0] == b"b"
 
 
@@ -161,7 +150,7 @@ def test_lock_delays_replicate(replica_pair, sync):
     # the held lease's delay reached the replica: after a promotion it still applies
     replica.client().execute_command("REPLICAOF", "NO", "ONE")
     assert rr.execute_command("LOCK.EXTEND", "held", "a", 50) == 50
-    _wait_for(lambda: _delay_slot(rr, "held"), "the promoted replica began the held lock's delay")
+    wait_until(lambda: _delay_slot(rr, "held"), "the promoted replica began the held lock's delay")
     assert rr.execute_command("LOCK.ACQUIRE", "held", "z", 1000)[0] == 0
 
 

@@ -10,22 +10,11 @@ and persists (LOCK.STATE ... SHARED i, mcap-lock encver 3).
 """
 
 import threading
-import time
 
 import pytest
 import redis
 
-from servers import raw_command
-
-
-def _wait_for(pred, what, timeout=15.0):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        v = pred()
-        if v:
-            return v
-        time.sleep(0.005)  # polling for a state, not ordering events
-    pytest.fail("timed out waiting for: " + what)
+from servers import raw_command, wait_until
 
 
 def _holders(r, key):
@@ -47,7 +36,7 @@ class Waiter:
         before = _waiters(r, key)
         self.t = threading.Thread(target=self._run, args=(key, owner, mode))
         self.t.start()
-        _wait_for(lambda: _waiters(r, key) == before + 1, "%s queued" % owner)
+        wait_until(lambda: _waiters(r, key) == before + 1, "%s queued" % owner)
 
     def _run(self, key, owner, mode):
         self.reply = self.c.execute_command("LOCK.ACQUIRE", key, owner, 60000, mode, "WAIT", 20000)

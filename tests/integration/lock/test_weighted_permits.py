@@ -9,22 +9,11 @@ available. The weights replicate and persist (LOCK.STATE ... TAKE i k, encver 3)
 """
 
 import threading
-import time
 
 import pytest
 import redis
 
-from servers import raw_command
-
-
-def _wait_for(pred, what, timeout=15.0):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        v = pred()
-        if v:
-            return v
-        time.sleep(0.005)  # polling for a state, not ordering events
-    pytest.fail("timed out waiting for: " + what)
+from servers import raw_command, wait_until
 
 
 def _pairs(flat):
@@ -47,7 +36,7 @@ class Waiter:
         n = _waiters(r, key)
         self.t = threading.Thread(target=self._run, args=(key, owner, take), daemon=True)
         self.t.start()
-        _wait_for(lambda: _waiters(r, key) == n + 1, owner + " queued")
+        wait_until(lambda: _waiters(r, key) == n + 1, owner + " queued")
 
     def _run(self, key, owner, take):
         self.reply = self.c.execute_command("LOCK.ACQUIRE", key, owner, 60000, "PERMITS", 5, "TAKE", take,
