@@ -8,11 +8,10 @@
 """
 
 import threading
-import time
 
 import pytest
 
-from servers import wait_replicas_synced
+from servers import wait_replicas_synced, wait_until
 
 INFO_SECTION = "mcaptcha_cache_locks"
 
@@ -22,12 +21,7 @@ def _expired(r):
 
 
 def _wait_for(pred, what, timeout=10.0):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if pred():
-            return
-        time.sleep(0.005)  # polling for a state, not ordering events
-    pytest.fail("timed out waiting for: " + what)
+    return wait_until(pred, what, timeout)
 
 
 def _used(r):

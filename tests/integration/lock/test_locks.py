@@ -17,7 +17,7 @@ import pytest
 import redis
 
 from mcap import digest_value
-from servers import RawConnection, raw_command, resp_encode, wait_replicas_synced
+from servers import RawConnection, raw_command, resp_encode, wait_replicas_synced, wait_until
 
 ACQ = "LOCK.ACQUIRE"
 REL = "LOCK.RELEASE"
@@ -64,13 +64,7 @@ def lock_stats(server):
 
 
 def wait_for(pred, timeout=5.0, what="condition"):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        v = pred()
-        if v:
-            return v
-        time.sleep(0.005)
-    raise AssertionError("timed out after %.1fs waiting for %s" % (timeout, what))
+    return wait_until(pred, what, timeout)
 
 
 def wait_waiters(c, key, n, timeout=5.0):

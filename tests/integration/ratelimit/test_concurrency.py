@@ -11,7 +11,7 @@ import time
 import pytest
 import redis
 
-from servers import RawConnection, resp_encode
+from servers import RawConnection, resp_encode, wait_until
 
 ACQ = "RL.CONCURRENCY"
 REL = "RL.CONCURRENCY_RELEASE"
@@ -39,12 +39,7 @@ def test_key_is_deleted_once_nobody_holds_it(r):
 
 
 def wait_for(pred, timeout=10.0, what="condition"):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if pred():
-            return
-        time.sleep(0.005)
-    raise AssertionError("timed out after %.1fs waiting for %s" % (timeout, what))
+    return wait_until(pred, what, timeout)
 
 
 def client_ids(r):

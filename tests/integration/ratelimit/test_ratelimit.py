@@ -22,7 +22,7 @@ from mcap import PTTL_SLACK_MS
 import pytest
 import redis
 
-from servers import wait_replicas_synced, RawConnection, raw_command, resp_encode
+from servers import wait_replicas_synced, RawConnection, raw_command, resp_encode, wait_until
 
 try:  # the 6-node cluster harness (only for CROSSSLOT, which standalone servers never check)
     from cluster import key_slot, redis_cluster  # noqa: F401 (fixture)
@@ -90,12 +90,7 @@ def blocked_clients(server):
 
 
 def wait_for(pred, timeout=3.0, what="condition"):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if pred():
-            return
-        time.sleep(0.005)
-    raise AssertionError("timed out after %.1fs waiting for %s" % (timeout, what))
+    return wait_until(pred, what, timeout)
 
 
 def assert_same_answer(a, b, tol_ms=3, what=""):

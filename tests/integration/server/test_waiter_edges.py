@@ -13,11 +13,10 @@ Waiters are raw sockets: each reply is read off its own connection, and a
 PING afterwards proves no second reply came before it. Nothing sleeps to order
 events: tests wait for a state (queue length, blocked clients)."""
 
-import time
 
 import pytest
 
-from servers import RawConnection, resp_encode
+from servers import RawConnection, resp_encode, wait_until
 
 ACQ = "LOCK.ACQUIRE"
 REL = "LOCK.RELEASE"
@@ -42,13 +41,7 @@ def parse(raw):
 
 
 def wait_for(pred, timeout=5.0, what="condition"):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        v = pred()
-        if v:
-            return v
-        time.sleep(0.002)
-    raise AssertionError("timed out after %.1fs waiting for %s" % (timeout, what))
+    return wait_until(pred, what, timeout)
 
 
 def lock_waiters(r, key):
