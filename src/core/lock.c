@@ -140,6 +140,7 @@ lock_outcome lock_acquire(lockv *l, const char *owner, size_t len, uint64_t now_
         lock_holder *h = &l->holders[i];
         if (!g->reentrant || h->count == UINT32_MAX) return LOCK_OWNED;
         if (h->shared && !g->shared) return LOCK_UPGRADE; /* write inside read */
+        if ((g->weight ? g->weight : 1) > h->weight) return LOCK_MORE; /* it would hold fewer than asked */
         h->count++; /* read inside write counts on the exclusive hold */
         if (now_ms + g->lease_ms > h->expires_ms) h->expires_ms = now_ms + g->lease_ms;
         *token = h->token;

@@ -82,6 +82,7 @@ typedef enum lock_outcome {
     LOCK_BUSY,      /* no permit free */
     LOCK_OWNED,     /* the owner holds it already and did not ask for reentrancy */
     LOCK_UPGRADE,   /* the owner holds it shared and asked (reentrant) for it exclusively */
+    LOCK_MORE,      /* the owner re-entered asking for more permits (TAKE) than it holds */
 } lock_outcome;
 
 /* What an acquire asks for. */
@@ -91,7 +92,8 @@ typedef struct lock_grant {
     uint64_t client_id; /* session mode: the owner's connection (0: none) */
     int reentrant;
     int shared;         /* a shared (read) hold; only on a lock of one permit */
-    uint32_t weight;    /* permits to take at once (0 means 1); a reentry keeps its grant's */
+    uint32_t weight;    /* permits to take at once (0 means 1); a reentry keeps its grant's,
+                         * and may not ask for more (LOCK_MORE) */
 } lock_grant;
 
 lockv *lock_new(uint32_t permits);

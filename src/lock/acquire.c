@@ -12,7 +12,8 @@
 #include "server/waitq.h"
 
 typedef struct lock_reply {
-    int error;          /* 1: WRONGTYPE, 2: tokens exhausted, 3: PERMITS differs, 4: write inside read */
+    int error;          /* 1: WRONGTYPE, 2: tokens exhausted, 3: PERMITS differs, 4: write inside read,
+                         * 5: a reentry asking for more permits than held */
     int granted;
     long long token;    /* fencing token, or -1 */
     long long ms;       /* granted: lease ms; not: ms until the earliest lease ends (or -1) */
@@ -33,6 +34,9 @@ static int reply_acquire(RedisModuleCtx *ctx, const lock_reply *r) {
                  r->permits);
         return RedisModule_ReplyWithError(ctx, buf);
     }
+    if (r->error == 5)
+        return RedisModule_ReplyWithError(ctx, "ERR the owner re-enters holding fewer permits than this TAKE asks "
+                                               "for; a reentry takes no more permits (release and acquire again)");
     if (r->error == 4)
         return RedisModule_ReplyWithError(ctx, "ERR the owner holds this lock for READ: a WRITE inside it would wait "
                                                "for itself; release the read hold first");
@@ -120,10 +124,10 @@ static int try_acquire(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleStri
     lock_outcome o = lock_acquire(l, req->owner, req->owner_len, now_ms, &g, fencing_floor(now_us), &token);
     out->error = 0;
     out->rl_style = req->rl_style;
-    if (o == LOCK_EXHAUSTED || o == LOCK_UPGRADE) {
+    if (o == LOCK_EXHAUSTED || o == LOCK_UPGRADE || o == LOCK_MORE) {
         if (created) lock_free(l);
         else l->permits = old_permits;
-        out->error = o == LOCK_EXHAUSTED ? 2 : 4;
+        out->error = o == LOCK_EXHAUSTED ? 2 : o == LOCK_UPGRADE ? 4 : 5;
         return 1;
     }
     if (o == LOCK_GRANTED || o == LOCK_REENTERED) {

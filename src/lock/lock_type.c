@@ -264,9 +264,16 @@ static void LockDigest(RedisModuleDigest *md, void *value) {
         RedisModule_DigestAddLongLong(md, (long long)h->expires_ms);
         RedisModule_DigestAddLongLong(md, h->count);
         RedisModule_DigestAddLongLong(md, (long long)h->token);
-        if (h->delay_ms) RedisModule_DigestAddLongLong(md, (long long)h->delay_ms);
+        /* optional fields, each tagged so that one cannot pass for another */
+        if (h->delay_ms) {
+            RedisModule_DigestAddStringBuffer(md, "delay", 5);
+            RedisModule_DigestAddLongLong(md, (long long)h->delay_ms);
+        }
         if (h->shared) RedisModule_DigestAddStringBuffer(md, "shared", 6);
-        if (h->weight != 1) RedisModule_DigestAddLongLong(md, h->weight);
+        if (h->weight != 1) {
+            RedisModule_DigestAddStringBuffer(md, "weight", 6);
+            RedisModule_DigestAddLongLong(md, h->weight);
+        }
     }
     RedisModule_DigestEndSequence(md);
 }

@@ -379,7 +379,8 @@ static int Refund_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, in
  * allowed), retry_after_ms (the longest wait among the refusing limits; -1 when
  * allowed or never possible), remaining (the smallest)]. */
 /* RL.MULTI's cost argument: one integer, or up to `max` integers separated by
- * commas (each 0 to UINT32_MAX, no spaces, no empty item), into costs[].
+ * commas (each 0 to UINT32_MAX, no spaces, no sign, no leading zero, no empty
+ * item), into costs[].
  * Returns how many, -1 when an item is not such an integer, 0 when there are
  * more than `max` (the caller then names the count). */
 static int parse_costs(RedisModuleString *arg, uint64_t *costs, int max) {
@@ -390,7 +391,7 @@ static int parse_costs(RedisModuleString *arg, uint64_t *costs, int max) {
     for (size_t i = 0; i <= len; i++) {
         if (i < len && s[i] != ',') continue;
         if (n == max) return 0;
-        if (i == start || i - start > 10) return -1;
+        if (i == start || i - start > 10 || (s[start] == '0' && i - start > 1)) return -1; /* as mc_parse_u64 */
         uint64_t v = 0;
         for (size_t j = start; j < i; j++) {
             if (s[j] < '0' || s[j] > '9') return -1;

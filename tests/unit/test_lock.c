@@ -275,6 +275,9 @@ static void test_weighted_permits(void **state) {
     assert_int_equal(lock_acquire(l, "c", 1, NOW, &g1, US(NOW), &t), LOCK_BUSY);
     assert_int_equal(lock_acquire(l, "b", 1, NOW, &g2, US(NOW), &t), LOCK_REENTERED);
     assert_int_equal(lock_taken(l, NOW), 5);                       /* a reentry takes nothing more */
+    lock_grant g3r = {.lease_ms = 1000, .weight = 3, .reentrant = 1};
+    assert_int_equal(lock_acquire(l, "b", 1, NOW, &g3r, US(NOW), &t), LOCK_MORE); /* nor may ask for more */
+    assert_int_equal(l->holders[1].count, 2);
     assert_int_equal(lock_release(l, "b", 1), 1);
     assert_int_equal(lock_release(l, "b", 1), 0);
     assert_int_equal(lock_taken(l, NOW), 3);

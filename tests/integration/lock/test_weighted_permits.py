@@ -9,6 +9,7 @@ available. The weights replicate and persist (LOCK.STATE ... TAKE i k, encver 3)
 """
 
 import threading
+import time
 
 import pytest
 import redis
@@ -76,6 +77,22 @@ def test_a_large_request_at_the_head_is_not_overtaken(r, server):
     assert _available(r, "q") == 0 and small.reply is None
     assert r.execute_command("LOCK.RELEASE", "q", "big") == 0
     assert small.join()[0] == 1
+
+
+def test_a_reentry_cannot_ask_for_more_permits(r):
+    assert r.execute_command("LOCK.ACQUIRE", "re", "o", 60000, "PERMITS", 4, "TAKE", 2, "REENTRANT")[0] == 1
+    assert r.execute_command("LOCK.ACQUIRE", "re", "o", 60000, "PERMITS", 4, "REENTRANT")[0] == 1  # fewer: fine
+    with pytest.raises(redis.ResponseError, match="a reentry takes no more permits"):
+        r.execute_command("LOCK.ACQUIRE", "re", "o", 60000, "PERMITS", 4, "TAKE", 4, "REENTRANT")
+    assert _available(r, "re") == 2
+    assert r.execute_command("LOCK.INSPECT", "re")[3][0][3] == 2  # two acquisitions, not three
+
+
+def test_lock_delays_and_weights_digest_apart(r):
+    end = int(time.time() * 1000) + 600000
+    assert r.execute_command("LOCK.STATE", "d", 5, 5, 1, "o", end, 1, 5, "DELAY", 0, 3) == b"OK"
+    assert r.execute_command("LOCK.STATE", "w", 5, 5, 1, "o", end, 1, 5, "TAKE", 0, 3) == b"OK"
+    assert r.execute_command("DEBUG", "DIGEST-VALUE", "d") != r.execute_command("DEBUG", "DIGEST-VALUE", "w")
 
 
 def test_bad_takes(r):

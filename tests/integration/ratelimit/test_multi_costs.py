@@ -36,7 +36,8 @@ def test_each_limit_takes_its_own_cost(r):
 @pytest.mark.parametrize("cost,error", [
     ("1,2,3", "one per limit"), ("1", None), ("1,", "from 0 to 4294967295"), (",1", "from 0 to 4294967295"),
     ("1,,2", "from 0 to 4294967295"), ("1,-2", "from 0 to 4294967295"), ("1, 2", "from 0 to 4294967295"),
-    ("1,4294967296", "from 0 to 4294967295"), ("x", "from 0 to 4294967295"),
+    ("1,4294967296", "from 0 to 4294967295"), ("x", "from 0 to 4294967295"), ("01,1", "from 0 to 4294967295"),
+    ("1,+1", "from 0 to 4294967295"), ("0,0", None),
 ])
 def test_cost_lists_are_checked_before_anything_is_written(r, cost, error):
     if error is None:
