@@ -187,6 +187,7 @@ class LockMachine(RuleBasedStateMachine):
                 assert rep[0] == 1 and rep[2] == LEASE, rep
                 self.locks[key].holders[w.owner] = Holder(w.owner, self.new_token(key, rep[1]), shared=w.shared,
                                                           weight=w.take)
+                STATS["weighted grants"] += w.take > 1
             STATS["waiters served"] += 1
             w.conn.disconnect()
 
@@ -280,6 +281,7 @@ class LockMachine(RuleBasedStateMachine):
         else:
             assert out[0] == "granted" and rep[0] == 1, (out, rep)
             self.locks[key].holders[owner] = Holder(owner, self.new_token(key, rep[1]), shared=shared, weight=take)
+            STATS["weighted grants"] += take > 1
 
     @precondition(lambda self: any(self.queues.values()))
     @rule(data=st.data())
@@ -382,9 +384,8 @@ class LockMachine(RuleBasedStateMachine):
             self.serve(key)      # nobody is served: the permit is still taken
         elif self.queues.get(key):
             self.serve(key)      # served by the timer (none may be: a writer still waits for a reader)
-        else:                    # the timer rewrote the value (DUMP) without anyone touching the key
-            poll("the lease of %s on %s ended in the stored value" % (owner, key),
-                 lambda: owner.encode() not in self.c(db).dump(name))
+        # (else nobody waits: the stored value changed without anyone touching the key; the
+        # owner's name may still be in it, as a lock-delay of an earlier grant)
 
     @rule(name=st.sampled_from(NAMES), db=DB, delay=st.booleans())
     def session_acquire(self, name, db, delay):
