@@ -1,5 +1,6 @@
 """A Jepsen-style history recorder and checker for the module's leased locks,
-semaphores and RL.CONCURRENCY (used by test_lock_history.py).
+semaphores (with TAKE 1 or 2), read-write locks (READ and WRITE holds) and
+RL.CONCURRENCY (used by test_lock_history.py).
 
 Many client threads, each with its own connection, run a bounded number of
 operations against one server. Every operation has a unique owner and records,
@@ -124,20 +125,22 @@ class Resp:
 
 # ------------------------------------------------------------------ the run
 class Keys:
-    """The keys of one run: a mutex, a semaphore and a concurrency limit."""
+    """The keys of one run: a mutex, a semaphore, a read-write lock and a
+    concurrency limit."""
 
     def __init__(self, prefix, sem_permits=3, conc_limit=2):
         self.mutex = prefix + ":mutex"
         self.sem = prefix + ":sem"
+        self.rw = prefix + ":rw"
         self.conc = prefix + ":conc"
-        self.permits = {self.mutex: 1, self.sem: sem_permits, self.conc: conc_limit}
-        self.family = {self.mutex: "lock", self.sem: "lock", self.conc: "conc"}
+        self.permits = {self.mutex: 1, self.sem: sem_permits, self.rw: 1, self.conc: conc_limit}
+        self.family = {self.mutex: "lock", self.sem: "lock", self.rw: "lock", self.conc: "conc"}
 
     def locks(self):
-        return [self.mutex, self.sem]
+        return [self.mutex, self.sem, self.rw]
 
     def all(self):
-        return [self.mutex, self.sem, self.conc]
+        return [self.mutex, self.sem, self.rw, self.conc]
 
 
 def mono():
@@ -191,9 +194,12 @@ class Worker(threading.Thread):
     def one(self, main, op):
         rng = self.rng
         r = rng.random()
-        key = self.keys.mutex if r < 0.4 else self.keys.sem if r < 0.75 else self.keys.conc
+        key = (self.keys.mutex if r < 0.3 else self.keys.sem if r < 0.55 else self.keys.rw if r < 0.8
+               else self.keys.conc)
         fam = self.keys.family[key]
         permits = self.keys.permits[key]
+        mode = ("READ" if rng.random() < 0.6 else "WRITE") if key == self.keys.rw else None
+        take = rng.choice((1, 1, 2)) if key == self.keys.sem else 1
         r = rng.random()
         if fam == "lock":
             kind = ("normal" if r < 0.55 else "crash" if r < 0.70 else "session" if r < 0.82
@@ -201,7 +207,7 @@ class Worker(threading.Thread):
         else:
             kind = "normal" if r < 0.65 else "crash" if r < 0.85 else "try"
         owner = "%s-t%d-o%d" % (self.keys.mutex.split(":")[0], self.tid, op["i"])
-        op.update(key=key, fam=fam, kind=kind, owner=owner, permits=permits)
+        op.update(key=key, fam=fam, kind=kind, owner=owner, permits=permits, mode=mode, take=take)
 
         op["stage"] = "TIME"
         s, us = main.call("TIME")
@@ -213,6 +219,10 @@ class Worker(threading.Thread):
         op.update(lease=lease, wait=wait)
         if fam == "lock":
             args = [ACQ, key, owner, lease, "PERMITS", permits]
+            if mode:
+                args.append(mode)
+            if take > 1:
+                args += ["TAKE", take]
             if kind in ("session", "abandon"):
                 args.append("SESSION")
         else:
@@ -466,7 +476,7 @@ class Checker:
             else:
                 self.bad("release answered %r" % (rel["res"],), o)
 
-    # --- at most `permits` holders at once
+    # --- at most `permits` taken at once (each holder its TAKE); a writer alone
     def check_exclusion(self):
         for key in self.keys.all():
             n = self.keys.permits[key]
@@ -484,11 +494,17 @@ class Checker:
                     active.discard(i)
                     continue
                 active.add(i)
-                if len(active) > n and reported < 3:
+                ops = [ivs[j][2] for j in sorted(active)]
+                if key == self.keys.rw:   # readers share; a writer holds alone
+                    broken = len(ops) > 1 and any(o.get("mode") != "READ" for o in ops)
+                    what = "a writer beside other holders"
+                else:
+                    broken = sum(o.get("take", 1) for o in ops) > n
+                    what = "%d permits taken (at most %d)" % (sum(o.get("take", 1) for o in ops), n)
+                if broken and reported < 3:
                     reported += 1
-                    self.bad("%d holders at once on %s (at most %d allowed), at %.2f ms"
-                             % (len(active), key, n, (t - self.t0) * 1000),
-                             *[ivs[j][2] for j in sorted(active)])
+                    self.bad("%d holders at once on %s, %s, at %.2f ms"
+                             % (len(ops), key, what, (t - self.t0) * 1000), *ops)
             # a refusal says "nobody holds it" (LOCK: -1; RL.CONCURRENCY: retry 0) only
             # when no holder certainly held it throughout the call
             refusals = []
@@ -576,6 +592,8 @@ class Checker:
             "expired_certain": certain_expired,
             "expired_possible": possible_expired + len(abandoned),
             "conc_allowed": len([o for o in conc if o.get("granted")]),
+            "read_grants": len([o for o in grants if o.get("mode") == "READ"]),
+            "weighted_grants": len([o for o in grants if o.get("take", 1) > 1]),
             "conc_refused": len([o for o in conc if not o.get("granted")]),
             "tokens": len(lock_tokens),
             "cross_key_duplicate_tokens": len(lock_tokens) - len(set(lock_tokens)),

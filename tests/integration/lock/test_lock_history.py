@@ -161,7 +161,7 @@ def _tokens_grow_after_delete(c, keys, final):
 
 def _report(n):
     print("\nlock history: %(threads)d clients, %(ops)d operations (%(abandoned)d abandoned waits), "
-          "%(grants)d grants, %(waits_info)d blocked waits (%(served_lo)d-%(served_hi)d served "
+          "%(grants)d grants (%(read_grants)d READ, %(weighted_grants)d TAKE 2), %(waits_info)d blocked waits (%(served_lo)d-%(served_hi)d served "
           "from the queue, %(timeouts)d timed out), %(immediate_refusals)d immediate refusals, %(crashed_holders)d crashed holders, "
           "%(expired_info)d leases expired, %(tokens)d fencing tokens checked (%(cross_key_duplicate_tokens)d "
           "repeated across keys, which the README does not rule out), %(elapsed_s)ss, "
@@ -173,6 +173,7 @@ def test_lock_history(servers):
     keys, final, n, d, after = _run_and_check(server, "hist", THREADS, OPS)
     _tokens_grow_after_delete(server.client(), keys, final)
     _report(n)
+    assert n["read_grants"] > 0 and n["weighted_grants"] > 0, n
     _check_counters(n, d, after)
 
 
@@ -241,6 +242,15 @@ def test_checker_flags_broken_histories():
            for t in range(4)]
     assert _violations(sem[:3]) == []
     assert any("4 holders at once" in v for v in _violations(sem))
+    # weighted: two holders taking 2 each do not fit in 3 permits
+    assert _violations([sem[0], dict(sem[1], take=2)]) == []
+    assert any("4 permits taken" in v for v in _violations([dict(sem[0], take=2), dict(sem[1], take=2)]))
+    # read-write: readers share; a writer beside a reader does not
+    rw = "k:rw"
+    r1, r2 = [_op(7 + t, 0, rw, mode="READ", res=[1, 30 + t, 8000], rel={"inv": 0.05, "rep": 0.051, "res": 0})
+              for t in range(2)]
+    assert _violations([r1, r2]) == []
+    assert any("a writer beside" in v for v in _violations([r1, dict(r2, mode="WRITE")]))
     # refusals and grants must not contradict a holder that certainly held throughout
     nobody = _op(4, 0, m, kind="try", wait=None, inv=0.004, rep=0.005, res=[0, -1, -1],
                  post=H.Err(H.NOT_OWNER))
