@@ -142,7 +142,7 @@ class LockMachine(RuleBasedStateMachine):
     def try_acquire(self, key, owner, permits, reentrant, shared=False, take=1):
         """The model of one attempt with no queue ahead: ('granted', holder) |
         ('reentered', holder) | ('owned',) | ('busy',) | ('permits',) | ('upgrade',)
-        (WRITE inside READ). `shared`: READ, on a lock of one permit; `take`:
+        (WRITE inside READ) | ('more',) (a reentry asking for more permits than held). `shared`: READ, on a lock of one permit; `take`:
         the permits a new grant takes."""
         lk = self.locks.get(key)
         if lk is not None and lk.entries() and lk.permits != permits:
@@ -152,6 +152,8 @@ class LockMachine(RuleBasedStateMachine):
                 return ("owned",)
             if lk.holders[owner].shared and not shared:
                 return ("upgrade",)
+            if take > lk.holders[owner].weight:
+                return ("more",)   # a reentry takes no more permits
             lk.holders[owner].count += 1
             return ("reentered", lk.holders[owner])
         if lk is not None and (not lk.all_shared() if shared else lk.taken() + take > permits):
@@ -237,7 +239,7 @@ class LockMachine(RuleBasedStateMachine):
             lk = self.locks.get(key)
             if reentrant and lk is not None and owner in lk.holders:
                 out = self.try_acquire(key, owner, permits, reentrant, shared, take)
-                assert out[0] in ("reentered", "permits", "upgrade"), out
+                assert out[0] in ("reentered", "permits", "upgrade", "more"), out
             else:
                 out = ("queued",)
         else:
@@ -245,6 +247,8 @@ class LockMachine(RuleBasedStateMachine):
         if out[0] == "upgrade":
             assert isinstance(rep, redis.ResponseError) and "holds this lock for READ" in str(rep), rep
             STATS["upgrades refused"] += 1
+        elif out[0] == "more":
+            assert isinstance(rep, redis.ResponseError) and "a reentry takes no more permits" in str(rep), rep
         elif out[0] == "permits":
             assert isinstance(rep, redis.ResponseError) and "PERMITS differs" in str(rep), rep
         elif out[0] == "reentered":
