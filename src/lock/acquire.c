@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "lock/acks.h"
 #include "lock/fencing.h"
 #include "lock/sessions.h"
 #include "lock/state.h"
@@ -251,6 +252,9 @@ int lock_acquire_flow(RedisModuleCtx *ctx, RedisModuleString *keyname, lock_req 
         waitq_block(ctx, &lock_wait_ops, keyname, copy, now_us / 1000, wait_ms, rep.ms > 0 ? (uint64_t)rep.ms : 0);
         return REDISMODULE_OK;
     }
+    if (rep.granted && !rep.error && req.acks > 0)
+        return lock_acks_wait(ctx, keyname, owner, req.owner_len, (uint64_t)rep.token, req.lease_ms, req.acks,
+                              req.acks_timeout_ms);
     return reply_acquire(ctx, &rep);
 }
 

@@ -21,6 +21,8 @@ typedef struct lock_req {
     int reentrant;
     int shared;         /* READ: a shared hold of a read-write lock (core/lock.h) */
     uint64_t client_id; /* SESSION: the requesting connection, else 0 */
+    long long acks;     /* ACKS: replicas that must acknowledge a grant before it is answered (0: none) */
+    uint64_t acks_timeout_ms;
     uint64_t blocked_us; /* a waiter: when it was queued (Unix µs; the wait-time metric) */
 } lock_req;
 

@@ -1,7 +1,7 @@
 /* lock_cmd.c -- leased locks done on the server: the LOCK.* commands.
  *
  *   LOCK.ACQUIRE key owner lease-ms [PERMITS n [TAKE k] | READ | WRITE] [REENTRANT] [SESSION]
- *                [LOCKDELAY delay-ms] [WAIT timeout-ms]
+ *                [LOCKDELAY delay-ms] [WAIT timeout-ms | ACKS numreplicas timeout-ms]
  *   LOCK.RELEASE key owner       LOCK.EXTEND key owner lease-ms
  *   LOCK.INSPECT key [FULL]      (inspect.c)
  *   LOCK.STATE key ...           internal: replication and AOF
@@ -39,13 +39,15 @@
 #include "server/waitq.h"
 
 #define ERR_NOT_OWNER "ERR the lock is not held by this owner"
+#define MAX_ACKS 1000
 #define LOCK_ACQUIRE_OPTIONS \
-    "PERMITS n, TAKE k, READ, WRITE, REENTRANT, SESSION, LOCKDELAY delay-ms, WAIT timeout-ms"
+    "PERMITS n, TAKE k, READ, WRITE, REENTRANT, SESSION, LOCKDELAY delay-ms, WAIT timeout-ms, " \
+    "ACKS numreplicas timeout-ms"
 
 /* ==== Commands ==== */
 
 /* LOCK.ACQUIRE <key> <owner> <lease ms> [PERMITS <n> [TAKE <k>] | READ | WRITE] [REENTRANT] [SESSION]
- *              [LOCKDELAY <delay ms>] [WAIT <timeout ms>]
+ *              [LOCKDELAY <delay ms>] [WAIT <timeout ms> | ACKS <numreplicas> <timeout ms>]
  * Reply: [1, fencing token, lease ms] when granted; [0, -1, ms until the earliest
  * lease ends (-1 if unknown)] when not. With WAIT the caller blocks, first come
  * first served, until granted or the timeout (then refused as above). SESSION is
@@ -54,7 +56,9 @@
  * closed), its permit stays taken by nobody for <delay ms> more (core/lock.h).
  * READ: a shared hold of a read-write lock (many readers, or one writer); WRITE
  * (the default) an exclusive one; neither goes with PERMITS n > 1. TAKE: this
- * grant takes k of the semaphore's n permits at once (all or none). */
+ * grant takes k of the semaphore's n permits at once (all or none). ACKS: a
+ * grant is answered once <numreplicas> replicas acknowledged it; else, after
+ * <timeout ms>, it is taken back and the reply is NOREPLICAS (acks.c). */
 static int LockAcquire_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc < 4) return RedisModule_WrongArity(ctx);
     lock_req req = {0};
@@ -65,7 +69,7 @@ static int LockAcquire_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **arg
         return RedisModule_ReplyWithError(ctx, "ERR owner must be 1 to 256 bytes");
     if (mc_parse_u64(argv[3], 1, LOCK_MAX_LEASE_MS, &req.lease_ms)) return mc_reply_range(ctx, "lease (milliseconds)", 1, LOCK_MAX_LEASE_MS);
     req.permits = 1;
-    int has_permits = 0, has_mode = 0;
+    int has_permits = 0, has_mode = 0, has_wait = 0;
     for (int i = 4; i < argc; i++) {
         if (mc_is_word(argv[i], "READ") || mc_is_word(argv[i], "WRITE")) {
             req.shared = mc_is_word(argv[i], "READ");
@@ -88,6 +92,14 @@ static int LockAcquire_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **arg
         } else if (mc_is_word(argv[i], "WAIT")) {
             if (i + 1 >= argc) return mc_reply_needs_value(ctx, "WAIT", "timeout-ms");
             if (mc_parse_u64(argv[++i], 0, 1ULL << 40, &wait_ms)) return mc_reply_range(ctx, "WAIT", 0, 1ULL << 40);
+            has_wait = 1;
+        } else if (mc_is_word(argv[i], "ACKS")) {
+            uint64_t n;
+            if (i + 2 >= argc) return mc_reply_needs_value(ctx, "ACKS", "numreplicas timeout-ms");
+            if (mc_parse_u64(argv[++i], 1, MAX_ACKS, &n)) return mc_reply_range(ctx, "ACKS numreplicas", 1, MAX_ACKS);
+            if (mc_parse_u64(argv[++i], 1, 1ULL << 40, &req.acks_timeout_ms))
+                return mc_reply_range(ctx, "ACKS timeout", 1, 1ULL << 40);
+            req.acks = (long long)n;
         } else {
             return mc_reply_unknown_option(ctx, "LOCK.ACQUIRE", argv[i], LOCK_ACQUIRE_OPTIONS);
         }
@@ -97,6 +109,12 @@ static int LockAcquire_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **arg
                                                "with PERMITS n > 1");
     if (req.weight > req.permits)
         return RedisModule_ReplyWithError(ctx, "ERR TAKE k must not exceed PERMITS n (a grant could never fit)");
+    if (req.acks && has_wait)
+        return RedisModule_ReplyWithError(ctx, "ERR ACKS does not go with WAIT: acquire with WAIT, then call WAIT "
+                                               "numreplicas timeout-ms");
+    if (req.acks && !waitq_can_block(ctx))
+        return RedisModule_ReplyWithError(ctx, "ERR ACKS cannot wait here (MULTI, scripts, replication or AOF "
+                                               "loading): call WAIT numreplicas timeout-ms after the grant");
     if (session) {
         /* A script runs on the server's own script client, which never
          * disconnects: a session bound to it would never end. */

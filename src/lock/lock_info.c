@@ -3,6 +3,10 @@
 #include "lock/lock_glue.h"
 #include "server/commands.h"
 
+static RedisModuleCommandArg args_lock_acks[] = {
+    {.name = "acks", .type = REDISMODULE_ARG_TYPE_PURE_TOKEN, .key_spec_index = -1, .token = "ACKS"},
+    ARG_INT("numreplicas", "replicas that must acknowledge the grant"),
+    ARG_INT("timeout-ms", "milliseconds to wait for them"), {0}};
 static RedisModuleCommandArg args_lock_acquire[] = {
     ARG_KEY("key", 0, NULL),
     ARG_STR("owner", "owner token, 1 to 256 bytes"),
@@ -21,6 +25,9 @@ static RedisModuleCommandArg args_lock_acquire[] = {
     OPT_INT("LOCKDELAY", "delay-ms",
             "milliseconds the permit stays taken after this hold ends without a release (lease end, session closed)"),
     OPT_INT("WAIT", "timeout-ms", "block up to this many milliseconds, first come first served"),
+    {.name = "acks-block", .type = REDISMODULE_ARG_TYPE_BLOCK, .key_spec_index = -1,
+     .summary = "answer the grant once this many replicas acknowledged it; else take it back (NOREPLICAS)",
+     .flags = REDISMODULE_CMD_ARG_OPTIONAL, .subargs = args_lock_acks},
     {0}};
 static RedisModuleCommandArg args_lock_owner[] = {ARG_KEY("key", 0, NULL), ARG_STR("owner", NULL), {0}};
 static RedisModuleCommandArg args_lock_extend[] = {

@@ -50,6 +50,7 @@
 #define RedisModuleKey                                  ValkeyModuleKey
 #define RedisModuleKeyOptCtx                            ValkeyModuleKeyOptCtx
 #define RedisModuleScanCursor                           ValkeyModuleScanCursor
+#define RedisModuleServerInfoData                       ValkeyModuleServerInfoData
 #define RedisModuleString                               ValkeyModuleString
 #define RedisModuleSwapDbInfo                           ValkeyModuleSwapDbInfo
 #define RedisModuleTimerID                              ValkeyModuleTimerID
@@ -100,6 +101,7 @@
 #define RedisModule_Free                                ValkeyModule_Free
 #define RedisModule_FreeCallReply                       ValkeyModule_FreeCallReply
 #define RedisModule_FreeDict                            ValkeyModule_FreeDict
+#define RedisModule_FreeServerInfo                      ValkeyModule_FreeServerInfo
 #define RedisModule_FreeString                          ValkeyModule_FreeString
 #define RedisModule_GetAbsExpire                        ValkeyModule_GetAbsExpire
 #define RedisModule_GetApi                              ValkeyModule_GetApi
@@ -116,6 +118,7 @@
 #define RedisModule_GetKeyNameFromOptCtx                ValkeyModule_GetKeyNameFromOptCtx
 #define RedisModule_GetMyClusterID                      ValkeyModule_GetMyClusterID
 #define RedisModule_GetSelectedDb                       ValkeyModule_GetSelectedDb
+#define RedisModule_GetServerInfo                       ValkeyModule_GetServerInfo
 #define RedisModule_GetToDbIdFromOptCtx                 ValkeyModule_GetToDbIdFromOptCtx
 #define RedisModule_GetToKeyNameFromOptCtx              ValkeyModule_GetToKeyNameFromOptCtx
 #define RedisModule_InfoAddFieldLongLong                ValkeyModule_InfoAddFieldLongLong
@@ -161,6 +164,8 @@
 #define RedisModule_ScanCursorCreate                    ValkeyModule_ScanCursorCreate
 #define RedisModule_ScanCursorDestroy                   ValkeyModule_ScanCursorDestroy
 #define RedisModule_SelectDb                            ValkeyModule_SelectDb
+#define RedisModule_ServerInfoGetFieldC                 ValkeyModule_ServerInfoGetFieldC
+#define RedisModule_ServerInfoGetFieldUnsigned          ValkeyModule_ServerInfoGetFieldUnsigned
 #define RedisModule_SetAbsExpire                        ValkeyModule_SetAbsExpire
 #define RedisModule_SetCommandInfo                      ValkeyModule_SetCommandInfo
 #define RedisModule_SetDisconnectCallback               ValkeyModule_SetDisconnectCallback

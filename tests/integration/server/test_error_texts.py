@@ -27,7 +27,8 @@ def needs(opt, value):
     return err("ERR %s needs a value (%s)" % (opt, value))
 
 
-LOCK_ACQUIRE = "PERMITS n, TAKE k, READ, WRITE, REENTRANT, SESSION, LOCKDELAY delay-ms, WAIT timeout-ms"
+LOCK_ACQUIRE = ("PERMITS n, TAKE k, READ, WRITE, REENTRANT, SESSION, LOCKDELAY delay-ms, WAIT timeout-ms, "
+                "ACKS numreplicas timeout-ms")
 GCRA = "BURST capacity, COST n, WAIT timeout-ms, AT unix-ms"
 GCRA_PEEK = "BURST capacity, COST n"
 WINDOW = "COST n, WAIT timeout-ms, AT unix-ms"
