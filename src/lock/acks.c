@@ -49,6 +49,7 @@ typedef struct ack_wait {
 /* What the blocked client is answered with. */
 typedef struct ack_reply {
     int granted;
+    int demoted; /* the server became a replica while the client waited */
     uint64_t token, lease_ms;
     long long acked, needed;
 } ack_reply;
@@ -137,11 +138,12 @@ static void free_wait(ack_wait *w) {
     RedisModule_Free(w);
 }
 
-/* Unblock w's client with this answer (none when it is gone). */
-static void answer(ack_wait *w, int granted, long long acked) {
+/* Unblock w's client with this answer (none when it is gone: its client was
+ * unblocked already, by CLIENT UNBLOCK or its disconnect). */
+static void answer(ack_wait *w, int granted, int demoted, long long acked) {
     if (w->gone) return;
     ack_reply *r = RedisModule_Alloc(sizeof(*r));
-    *r = (ack_reply){granted, w->token, w->lease_ms, acked, w->needed};
+    *r = (ack_reply){granted, demoted, w->token, w->lease_ms, acked, w->needed};
     RedisModule_UnblockClient(w->bc, r);
 }
 
@@ -150,6 +152,9 @@ static void check(RedisModuleCtx *ctx, void *data) {
     (void)data;
     timer_armed = 0;
     uint64_t now_ms = mc_now_ms();
+    /* A server that became a replica (a failover) writes nothing: its new primary
+     * decides whether the grant stands. Its waits end now, unconfirmed. */
+    int demoted = (RedisModule_GetContextFlags(ctx) & REDISMODULE_CTX_FLAGS_SLAVE) != 0;
     repl_view v;
     read_repl(ctx, &v);
     ack_wait **p = &waits;
@@ -157,14 +162,15 @@ static void check(RedisModuleCtx *ctx, void *data) {
         ack_wait *w = *p;
         if (w->target == 0) w->target = v.master ? v.master : 1;
         long long acked = acked_at(&v, w->target);
-        int done = w->gone || acked >= w->needed || now_ms >= w->deadline_ms;
+        int done = demoted || w->gone || acked >= w->needed || now_ms >= w->deadline_ms;
         if (!done) {
             p = &w->next;
             continue;
         }
         *p = w->next;
-        if (w->gone || acked < w->needed) undo(ctx, w);
-        answer(w, !w->gone && acked >= w->needed, acked);
+        int granted = !demoted && !w->gone && acked >= w->needed;
+        if (!granted && !demoted) undo(ctx, w);
+        answer(w, granted, demoted, acked);
         free_wait(w);
     }
     if (waits) arm(ctx, ACK_POLL_MS);
@@ -175,6 +181,9 @@ static int reply_cb(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     (void)argc;
     ack_reply *r = RedisModule_GetBlockedClientPrivateData(ctx);
     if (r == NULL) return RedisModule_ReplyWithError(ctx, "ERR the wait for replicas ended");
+    if (r->demoted)
+        return RedisModule_ReplyWithError(ctx, "NOREPLICAS this server became a replica while the grant waited for "
+                                               "acknowledgements; its new primary decides whether it stands");
     if (!r->granted) {
         char buf[200];
         snprintf(buf, sizeof(buf),
@@ -208,9 +217,11 @@ static int timeout_cb(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     RedisModuleBlockedClient *bc = RedisModule_GetBlockedClientHandle(ctx);
     ack_wait *w = find(bc);
     long long needed = w ? w->needed : 0;
-    if (w) w->gone = 1;
-    arm(ctx, 0);
-    RedisModule_UnblockClient(bc, NULL);
+    if (w) { /* else it was answered already: unblocked once is enough */
+        w->gone = 1;
+        arm(ctx, 0);
+        RedisModule_UnblockClient(bc, NULL);
+    }
     char buf[160];
     snprintf(buf, sizeof(buf), "NOREPLICAS the wait for %lld replicas ended (CLIENT UNBLOCK); the grant was released",
              needed);
@@ -220,7 +231,8 @@ static int timeout_cb(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
 /* The client left: nobody learns of the grant, so the timer takes it back. */
 static void disconnect_cb(RedisModuleCtx *ctx, RedisModuleBlockedClient *bc) {
     ack_wait *w = find(bc);
-    if (w) w->gone = 1;
+    if (w == NULL) return; /* answered already: unblocked once is enough */
+    w->gone = 1;
     arm(ctx, 0);
     RedisModule_UnblockClient(bc, NULL);
 }

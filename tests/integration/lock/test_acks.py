@@ -124,3 +124,29 @@ def test_acks_cannot_wait_in_multi_or_scripts(r):
     with pytest.raises(redis.ResponseError, match="ACKS cannot wait here"):
         r.eval("return redis.call('LOCK.ACQUIRE', 'm', 'o', 1000, 'ACKS', 1, 100)", 0)
     assert not r.exists("m")
+
+
+def test_a_server_that_becomes_a_replica_ends_the_wait_unconfirmed(servers):
+    old = servers.new(name="old-primary")   # no replica: nothing will acknowledge
+    new = servers.new(name="new-primary")
+    c = old.client()
+    out = {}
+
+    def call():
+        try:
+            out["r"] = c.execute_command("LOCK.ACQUIRE", "f", "a", 600000, "ACKS", 1, 600000)
+        except redis.ResponseError as e:
+            out["r"] = e
+
+    t = threading.Thread(target=call)
+    t.start()
+    p = old.client()
+    wait_until(lambda: _holders(p, "f") != [], "the grant, waiting for acknowledgements")
+    p.execute_command("REPLICAOF", new.host, new.port)
+    t.join(10)
+    assert not t.is_alive()
+    # Redis itself unblocks blocked clients when a primary turns replica (UNBLOCKED ...);
+    # where it does not, the module ends the wait: never a grant the new primary may lack
+    assert isinstance(out["r"], redis.ResponseError), out
+    assert "UNBLOCKED" in str(out["r"]) or "became a replica" in str(out["r"]), out
+    assert p.ping()
