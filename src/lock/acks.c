@@ -16,9 +16,12 @@
  *
  * When the timeout passes first (or the client ends its wait with CLIENT
  * UNBLOCK, or disconnects), the grant is taken back -- released as by its owner,
- * if that owner still holds the permit with the same token -- and the client
- * gets NOREPLICAS: it never holds a grant it was not told about, nor one told
- * about that fewer replicas have. */
+ * if that owner still holds the permit with the same token at that key -- and
+ * the client gets NOREPLICAS: it never holds a grant it was not told about, nor
+ * one told about that fewer replicas have. Taking back writes, so it waits while
+ * writes are paused (CLIENT PAUSE WRITE, a failover). An acknowledged grant is
+ * answered with the lease left then, or an error when the hold is gone by then
+ * (its lease ended while the replicas caught up). */
 #include "lock/acks.h"
 
 #include <stdio.h>
@@ -46,11 +49,18 @@ typedef struct ack_wait {
     struct ack_wait *next;
 } ack_wait;
 
-/* What the blocked client is answered with. */
+/* How a wait ended, and so what its client is answered. */
+typedef enum ack_outcome {
+    ACK_GRANTED,       /* acknowledged and still held: [1, token, lease ms left] */
+    ACK_NOT_HELD,      /* acknowledged, but no longer held at the key (lease ended, key moved...) */
+    ACK_RELEASED,      /* not acknowledged in time: taken back */
+    ACK_NOT_RELEASED,  /* not acknowledged in time, and not found at the key to take back */
+    ACK_DEMOTED,       /* the server became a replica meanwhile: nothing written */
+} ack_outcome;
+
 typedef struct ack_reply {
-    int granted;
-    int demoted; /* the server became a replica while the client waited */
-    uint64_t token, lease_ms;
+    ack_outcome outcome;
+    uint64_t token, lease_left_ms;
     long long acked, needed;
 } ack_reply;
 
@@ -76,6 +86,15 @@ typedef struct repl_view {
     int n;
 } repl_view;
 
+/* The value of the last ",name=" field of a slaveN line (NULL: none). */
+static const char *last_field(const char *line, const char *name) {
+    char pat[16];
+    snprintf(pat, sizeof(pat), ",%s=", name);
+    const char *found = NULL;
+    for (const char *at = strstr(line, pat); at; at = strstr(at + 1, pat)) found = at;
+    return found ? found + strlen(pat) : NULL;
+}
+
 static void read_repl(RedisModuleCtx *ctx, repl_view *v) {
     RedisModuleServerInfoData *info = RedisModule_GetServerInfo(ctx, "replication");
     int err = 0;
@@ -87,10 +106,12 @@ static void read_repl(RedisModuleCtx *ctx, repl_view *v) {
         snprintf(field, sizeof(field), "slave%d", i);
         const char *f = RedisModule_ServerInfoGetFieldC(info, field);
         if (f == NULL) break;
-        /* "ip=...,port=...,state=online,offset=123,lag=0" */
-        const char *off = strstr(f, "offset=");
-        if (strstr(f, "state=online") == NULL || off == NULL) continue;
-        v->acked[v->n++] = strtoull(off + 7, NULL, 10);
+        /* "ip=...,port=...,state=online,offset=123,lag=0[,type=replica]": read from
+         * the end, since ip= (a replica's announced address) is free text */
+        const char *state = last_field(f, "state"), *off = last_field(f, "offset");
+        if (state == NULL || off == NULL || strncmp(state, "online", 6) != 0 || (state[6] != ',' && state[6]))
+            continue;
+        v->acked[v->n++] = strtoull(off, NULL, 10);
     }
     RedisModule_FreeServerInfo(ctx, info);
 }
@@ -102,11 +123,33 @@ static long long acked_at(const repl_view *v, unsigned long long target) {
     return n;
 }
 
+/* The ms left of w's lease if its owner still holds the grant (same token) at
+ * w's key, else 0 (lease ended; key deleted, moved, renamed or overwritten).
+ * Reads only. */
+static uint64_t hold_left(RedisModuleCtx *ctx, ack_wait *w, uint64_t now_ms) {
+    int saved = RedisModule_GetSelectedDb(ctx);
+    RedisModule_SelectDb(ctx, w->db);
+    RedisModuleKey *key;
+    uint64_t left = 0;
+    if (lock_open(ctx, w->key, REDISMODULE_READ, &key) == 0 && key) {
+        if (RedisModule_KeyType(key) != REDISMODULE_KEYTYPE_EMPTY) {
+            const lockv *l = RedisModule_ModuleTypeGetValue(key);
+            int h = lock_find(l, w->owner, w->owner_len);
+            if (h >= 0 && l->holders[h].token == w->token && l->holders[h].expires_ms > now_ms)
+                left = l->holders[h].expires_ms - now_ms;
+        }
+        RedisModule_CloseKey(key);
+    }
+    RedisModule_SelectDb(ctx, saved);
+    return left;
+}
+
 /* Take the grant of `w` back: release one acquisition of its owner if the hold
  * is still the one granted (same token) -- a fresh grant is then gone, a
  * reentry counted once less -- replicated like any change, and serve the
- * waiters. */
-static void undo(RedisModuleCtx *ctx, ack_wait *w) {
+ * waiters. Returns 1, or 0 when it found no such hold at w's key. Writes:
+ * never while replica traffic must be avoided (CLIENT PAUSE WRITE, failover). */
+static int undo(RedisModuleCtx *ctx, ack_wait *w) {
     int saved = RedisModule_GetSelectedDb(ctx);
     RedisModule_SelectDb(ctx, w->db);
     RedisModuleKey *key;
@@ -124,12 +167,13 @@ static void undo(RedisModuleCtx *ctx, ack_wait *w) {
                 RedisModule_CloseKey(key);
                 waitq_kick(ctx, w->key);
                 RedisModule_SelectDb(ctx, saved);
-                return;
+                return 1;
             }
         }
         RedisModule_CloseKey(key);
     }
     RedisModule_SelectDb(ctx, saved);
+    return 0;
 }
 
 static void free_wait(ack_wait *w) {
@@ -140,10 +184,10 @@ static void free_wait(ack_wait *w) {
 
 /* Unblock w's client with this answer (none when it is gone: its client was
  * unblocked already, by CLIENT UNBLOCK or its disconnect). */
-static void answer(ack_wait *w, int granted, int demoted, long long acked) {
+static void answer(ack_wait *w, ack_outcome outcome, uint64_t lease_left_ms, long long acked) {
     if (w->gone) return;
     ack_reply *r = RedisModule_Alloc(sizeof(*r));
-    *r = (ack_reply){granted, demoted, w->token, w->lease_ms, acked, w->needed};
+    *r = (ack_reply){outcome, w->token, lease_left_ms, acked, w->needed};
     RedisModule_UnblockClient(w->bc, r);
 }
 
@@ -155,6 +199,9 @@ static void check(RedisModuleCtx *ctx, void *data) {
     /* A server that became a replica (a failover) writes nothing: its new primary
      * decides whether the grant stands. Its waits end now, unconfirmed. */
     int demoted = (RedisModule_GetContextFlags(ctx) & REDISMODULE_CTX_FLAGS_SLAVE) != 0;
+    /* While writes are paused (CLIENT PAUSE WRITE, failover) nothing is taken back:
+     * the waits that need it go on until writes may flow again. */
+    int paused = RedisModule_AvoidReplicaTraffic();
     repl_view v;
     read_repl(ctx, &v);
     ack_wait **p = &waits;
@@ -162,15 +209,19 @@ static void check(RedisModuleCtx *ctx, void *data) {
         ack_wait *w = *p;
         if (w->target == 0) w->target = v.master ? v.master : 1;
         long long acked = acked_at(&v, w->target);
-        int done = demoted || w->gone || acked >= w->needed || now_ms >= w->deadline_ms;
-        if (!done) {
-            p = &w->next;
+        if (demoted) {
+            answer(w, ACK_DEMOTED, 0, acked);
+        } else if (!w->gone && acked >= w->needed) {
+            uint64_t left = hold_left(ctx, w, now_ms);
+            answer(w, left ? ACK_GRANTED : ACK_NOT_HELD, left, acked);
+        } else if ((w->gone || now_ms >= w->deadline_ms) && !paused) {
+            int released = undo(ctx, w);
+            answer(w, released ? ACK_RELEASED : ACK_NOT_RELEASED, 0, acked);
+        } else {
+            p = &w->next; /* still waiting (or waiting to be taken back) */
             continue;
         }
         *p = w->next;
-        int granted = !demoted && !w->gone && acked >= w->needed;
-        if (!granted && !demoted) undo(ctx, w);
-        answer(w, granted, demoted, acked);
         free_wait(w);
     }
     if (waits) arm(ctx, ACK_POLL_MS);
@@ -181,21 +232,29 @@ static int reply_cb(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     (void)argc;
     ack_reply *r = RedisModule_GetBlockedClientPrivateData(ctx);
     if (r == NULL) return RedisModule_ReplyWithError(ctx, "ERR the wait for replicas ended");
-    if (r->demoted)
+    char buf[256];
+    switch (r->outcome) {
+    case ACK_GRANTED:
+        RedisModule_ReplyWithArray(ctx, 3);
+        RedisModule_ReplyWithLongLong(ctx, 1);
+        RedisModule_ReplyWithLongLong(ctx, (long long)r->token);
+        return RedisModule_ReplyWithLongLong(ctx, (long long)r->lease_left_ms);
+    case ACK_NOT_HELD:
+        return RedisModule_ReplyWithError(ctx, "ERR the replicas acknowledged the grant, but it is no longer held at "
+                                               "this key (its lease ended, or the key was deleted, moved or renamed)");
+    case ACK_DEMOTED:
         return RedisModule_ReplyWithError(ctx, "NOREPLICAS this server became a replica while the grant waited for "
                                                "acknowledgements; its new primary decides whether it stands");
-    if (!r->granted) {
-        char buf[200];
-        snprintf(buf, sizeof(buf),
-                 "NOREPLICAS %lld of the %lld replicas asked for acknowledged the grant in time; "
-                 "it was released",
-                 r->acked, r->needed);
-        return RedisModule_ReplyWithError(ctx, buf);
+    case ACK_RELEASED:
+    case ACK_NOT_RELEASED:
+        break;
     }
-    RedisModule_ReplyWithArray(ctx, 3);
-    RedisModule_ReplyWithLongLong(ctx, 1);
-    RedisModule_ReplyWithLongLong(ctx, (long long)r->token);
-    return RedisModule_ReplyWithLongLong(ctx, (long long)r->lease_ms);
+    snprintf(buf, sizeof(buf), "NOREPLICAS %lld of the %lld replicas asked for acknowledged the grant in time; %s",
+             r->acked, r->needed,
+             r->outcome == ACK_RELEASED ? "it was released"
+                                        : "it is no longer held at this key (lease ended, or the key was deleted, "
+                                          "moved or renamed), so nothing was released");
+    return RedisModule_ReplyWithError(ctx, buf);
 }
 
 static void free_reply_cb(RedisModuleCtx *ctx, void *privdata) {
@@ -223,8 +282,8 @@ static int timeout_cb(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
         RedisModule_UnblockClient(bc, NULL);
     }
     char buf[160];
-    snprintf(buf, sizeof(buf), "NOREPLICAS the wait for %lld replicas ended (CLIENT UNBLOCK); the grant was released",
-             needed);
+    snprintf(buf, sizeof(buf), "NOREPLICAS the wait for %lld replicas ended (CLIENT UNBLOCK); the grant is being "
+             "taken back", needed);
     return RedisModule_ReplyWithError(ctx, buf);
 }
 

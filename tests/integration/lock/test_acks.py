@@ -8,6 +8,9 @@ many replicas have acknowledged it.
 - A client that disconnects while waiting never learns of its grant: taken back.
 - A reentry that is not acknowledged is counted once less, not released.
 - Refused where the client cannot block (MULTI, scripts) and with WAIT; bad values.
+- Taking back waits while writes are paused; an acknowledged grant whose lease
+  ended meanwhile is not reported as held; a grant whose key moved is not
+  reported as released.
 """
 
 import os
@@ -30,7 +33,7 @@ def test_a_grant_is_answered_once_the_replica_has_it(replica_pair):
     primary, replica = replica_pair
     p, r = primary.client(), replica.client()
     got = p.execute_command("LOCK.ACQUIRE", "k", "a", 60000, "ACKS", 1, 10000)
-    assert got[0] == 1 and got[2] == 60000
+    assert got[0] == 1 and 50000 < got[2] <= 60000  # the lease left when answered
     # acknowledged: the replica has applied the grant already, no waiting needed
     assert _holders(r, "k") == [(b"a", got[1], 1)]
     # a reentry waits for it as well
@@ -150,3 +153,54 @@ def test_a_server_that_becomes_a_replica_ends_the_wait_unconfirmed(servers):
     assert isinstance(out["r"], redis.ResponseError), out
     assert "UNBLOCKED" in str(out["r"]) or "became a replica" in str(out["r"]), out
     assert p.ping()
+
+
+def test_taking_back_waits_while_writes_are_paused(replica_pair):
+    primary, replica = replica_pair
+    p = primary.client()
+    out = {}
+    c = primary.client()
+
+    def call():
+        try:
+            out["r"] = c.execute_command("LOCK.ACQUIRE", "pz", "a", 60000, "ACKS", 2, 300)
+        except redis.ResponseError as e:
+            out["r"] = e
+
+    t = threading.Thread(target=call)
+    t.start()
+    wait_until(lambda: _holders(p, "pz") != [], "the grant, waiting for acknowledgements")
+    p.execute_command("CLIENT", "PAUSE", 1500, "WRITE")
+    t.join(15)
+    assert not t.is_alive() and p.ping()
+    assert isinstance(out["r"], redis.ResponseError) and "it was released" in str(out["r"]), out
+    assert _holders(p, "pz") == []
+
+
+def test_an_acknowledged_grant_whose_lease_ended_is_not_reported_held(replica_pair):
+    primary, _ = replica_pair
+    p = primary.client()
+    # replicas acknowledge about once a second: a 20 ms lease has ended by then
+    with pytest.raises(redis.ResponseError, match="no longer held at this key"):
+        p.execute_command("LOCK.ACQUIRE", "short", "a", 20, "ACKS", 1, 10000)
+
+
+def test_a_grant_whose_key_moved_is_not_reported_released(servers):
+    primary = servers.new(name="primary")   # no replica: the wait runs out
+    p = primary.client()
+    c = primary.client()
+    out = {}
+
+    def call():
+        try:
+            out["r"] = c.execute_command("LOCK.ACQUIRE", "mv", "a", 600000, "ACKS", 1, 500)
+        except redis.ResponseError as e:
+            out["r"] = e
+
+    t = threading.Thread(target=call)
+    t.start()
+    wait_until(lambda: _holders(p, "mv") != [], "the grant, waiting for acknowledgements")
+    p.execute_command("RENAME", "mv", "mv2")
+    t.join(10)
+    assert isinstance(out["r"], redis.ResponseError) and "nothing was released" in str(out["r"]), out
+    assert [h[0] for h in _holders(p, "mv2")] == [b"a"]
