@@ -31,9 +31,12 @@ def full(r, key):
 
 class _Queued:
     """LOCK.ACQUIRE ... WAIT 20000 on a connection of its own, queued when built;
-    `cid` is that connection's CLIENT ID. stop() closes it and ends the thread."""
+    `cid` is that connection's CLIENT ID. stop() has the server close it (CLIENT
+    KILL: closing a redis-py connection another thread is reading races) and
+    ends the thread."""
 
     def __init__(self, server, r, key, owner, *opts):
+        self.r = r
         self.c = server.client()
         self.cid = self.c.client_id()
         n = r.execute_command("LOCK.INSPECT", key)[2]
@@ -45,10 +48,10 @@ class _Queued:
         try:
             self.c.execute_command("LOCK.ACQUIRE", key, owner, 7000, *opts, "WAIT", 20000)
         except redis.ConnectionError:
-            pass  # stop() closed it
+            pass  # stop() had it closed
 
     def stop(self):
-        self.c.connection_pool.disconnect()
+        self.r.execute_command("CLIENT", "KILL", "ID", self.cid)
         self.t.join(10)
         assert not self.t.is_alive()
 
