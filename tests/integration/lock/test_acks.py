@@ -24,6 +24,22 @@ import redis
 from servers import resp_encode, wait_until
 
 
+def _call_in_thread(c, *args):
+    """Send a command that blocks from a thread; returns (thread, out): out["r"] is
+    its reply, or its error reply, once the thread ends."""
+    out = {}
+
+    def call():
+        try:
+            out["r"] = c.execute_command(*args)
+        except redis.ResponseError as e:
+            out["r"] = e
+
+    t = threading.Thread(target=call)
+    t.start()
+    return t, out
+
+
 def _holders(c, key):
     v = c.execute_command("LOCK.INSPECT", key)
     return [] if v is None else [(h[0], h[2], h[3]) for h in v[3]]
@@ -89,16 +105,7 @@ def test_client_unblock_ends_the_wait_and_takes_the_grant_back(servers):
     p = primary.client()
     c = primary.client()
     cid = c.client_id()
-    out = {}
-
-    def call():
-        try:
-            out["r"] = c.execute_command("LOCK.ACQUIRE", "u", "a", 600000, "ACKS", 1, 600000)
-        except redis.ResponseError as e:
-            out["r"] = e
-
-    t = threading.Thread(target=call)
-    t.start()
+    t, out = _call_in_thread(c, "LOCK.ACQUIRE", "u", "a", 600000, "ACKS", 1, 600000)
     wait_until(lambda: _holders(p, "u") != [], "the grant, waiting for acknowledgements")
     assert p.execute_command("CLIENT", "UNBLOCK", cid) == 1
     t.join(10)
@@ -133,16 +140,7 @@ def test_a_server_that_becomes_a_replica_ends_the_wait_unconfirmed(servers):
     old = servers.new(name="old-primary")   # no replica: nothing will acknowledge
     new = servers.new(name="new-primary")
     c = old.client()
-    out = {}
-
-    def call():
-        try:
-            out["r"] = c.execute_command("LOCK.ACQUIRE", "f", "a", 600000, "ACKS", 1, 600000)
-        except redis.ResponseError as e:
-            out["r"] = e
-
-    t = threading.Thread(target=call)
-    t.start()
+    t, out = _call_in_thread(c, "LOCK.ACQUIRE", "f", "a", 600000, "ACKS", 1, 600000)
     p = old.client()
     wait_until(lambda: _holders(p, "f") != [], "the grant, waiting for acknowledgements")
     p.execute_command("REPLICAOF", new.host, new.port)
@@ -158,17 +156,8 @@ def test_a_server_that_becomes_a_replica_ends_the_wait_unconfirmed(servers):
 def test_taking_back_waits_while_writes_are_paused(replica_pair):
     primary, replica = replica_pair
     p = primary.client()
-    out = {}
     c = primary.client()
-
-    def call():
-        try:
-            out["r"] = c.execute_command("LOCK.ACQUIRE", "pz", "a", 60000, "ACKS", 2, 300)
-        except redis.ResponseError as e:
-            out["r"] = e
-
-    t = threading.Thread(target=call)
-    t.start()
+    t, out = _call_in_thread(c, "LOCK.ACQUIRE", "pz", "a", 60000, "ACKS", 2, 300)
     wait_until(lambda: _holders(p, "pz") != [], "the grant, waiting for acknowledgements")
     p.execute_command("CLIENT", "PAUSE", 1500, "WRITE")
     t.join(15)
@@ -189,16 +178,7 @@ def test_a_grant_whose_key_moved_is_not_reported_released(servers):
     primary = servers.new(name="primary")   # no replica: the wait runs out
     p = primary.client()
     c = primary.client()
-    out = {}
-
-    def call():
-        try:
-            out["r"] = c.execute_command("LOCK.ACQUIRE", "mv", "a", 600000, "ACKS", 1, 500)
-        except redis.ResponseError as e:
-            out["r"] = e
-
-    t = threading.Thread(target=call)
-    t.start()
+    t, out = _call_in_thread(c, "LOCK.ACQUIRE", "mv", "a", 600000, "ACKS", 1, 500)
     wait_until(lambda: _holders(p, "mv") != [], "the grant, waiting for acknowledgements")
     p.execute_command("RENAME", "mv", "mv2")
     t.join(10)
