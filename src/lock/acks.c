@@ -41,7 +41,7 @@ typedef struct ack_wait {
     int db;
     char *owner;
     size_t owner_len;
-    uint64_t token, lease_ms;
+    uint64_t token;
     long long needed;
     uint64_t deadline_ms;
     unsigned long long target; /* replication offset to reach; 0: not noted yet */
@@ -65,14 +65,13 @@ typedef struct ack_reply {
 } ack_reply;
 
 static ack_wait *waits;
-static RedisModuleTimerID timer;
 static int timer_armed;
 
 static void check(RedisModuleCtx *ctx, void *data);
 
 static void arm(RedisModuleCtx *ctx, mstime_t in_ms) {
     if (timer_armed) return;
-    timer = RedisModule_CreateTimer(ctx, in_ms, check, NULL);
+    RedisModule_CreateTimer(ctx, in_ms, check, NULL);
     timer_armed = 1;
 }
 
@@ -297,7 +296,7 @@ static void disconnect_cb(RedisModuleCtx *ctx, RedisModuleBlockedClient *bc) {
 }
 
 int lock_acks_wait(RedisModuleCtx *ctx, RedisModuleString *keyname, const char *owner, size_t owner_len,
-                   uint64_t token, uint64_t lease_ms, long long needed, uint64_t timeout_ms) {
+                   uint64_t token, long long needed, uint64_t timeout_ms) {
     ack_wait *w = RedisModule_Calloc(1, sizeof(*w));
     w->key = RedisModule_CreateStringFromString(NULL, keyname);
     w->db = RedisModule_GetSelectedDb(ctx);
@@ -305,7 +304,6 @@ int lock_acks_wait(RedisModuleCtx *ctx, RedisModuleString *keyname, const char *
     memcpy(w->owner, owner, owner_len);
     w->owner_len = owner_len;
     w->token = token;
-    w->lease_ms = lease_ms;
     w->needed = needed;
     w->deadline_ms = mc_now_ms() + timeout_ms;
     w->bc = RedisModule_BlockClient(ctx, reply_cb, timeout_cb, free_reply_cb, 0);

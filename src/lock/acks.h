@@ -8,12 +8,12 @@
 
 #include "redismodule.h"
 
-/* The acquire of `owner` on `keyname` was just granted (token, lease_ms) and
+/* The acquire of `owner` on `keyname` was just granted (token) and
  * replicated: block the client until `needed` online replicas have acknowledged
  * it, then answer the grant; after timeout_ms (or CLIENT UNBLOCK) take the grant
  * back and answer NOREPLICAS; if the client disconnects, take it back too. The
  * caller checked that the client can block. */
 int lock_acks_wait(RedisModuleCtx *ctx, RedisModuleString *keyname, const char *owner, size_t owner_len,
-                   uint64_t token, uint64_t lease_ms, long long needed, uint64_t timeout_ms);
+                   uint64_t token, long long needed, uint64_t timeout_ms);
 
 #endif

@@ -253,8 +253,7 @@ int lock_acquire_flow(RedisModuleCtx *ctx, RedisModuleString *keyname, lock_req 
         return REDISMODULE_OK;
     }
     if (rep.granted && !rep.error && req.acks > 0)
-        return lock_acks_wait(ctx, keyname, owner, req.owner_len, (uint64_t)rep.token, req.lease_ms, req.acks,
-                              req.acks_timeout_ms);
+        return lock_acks_wait(ctx, keyname, owner, req.owner_len, (uint64_t)rep.token, req.acks, req.acks_timeout_ms);
     return reply_acquire(ctx, &rep);
 }
 
