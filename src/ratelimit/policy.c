@@ -14,6 +14,9 @@
  * The aux loader checks every read and field and builds a new table, which
  * replaces the old one only when all of it loaded: after DEBUG RELOAD, a
  * restart or a replica's full sync the node has exactly the file's policies.
+ * The table is written even when empty (aux_save, not 7.2's aux_save2, which
+ * skips an empty one -- then a load would not run aux_load and could not clear
+ * a stale table): an RDB written here needs the module, as one with its keys does.
  * An AOF rewritten without the RDB preamble cannot carry aux data, so SET is
  * refused while appendonly is on with aof-use-rdb-preamble no, and a rewrite
  * started that way while policies exist logs a warning.
