@@ -262,9 +262,9 @@ static int PolicyAuxLoad(RedisModuleIO *rdb, int encver, int when) {
         uint64_t kind;
         policy_def d;
         LOAD_FIELD(kind, POLICY_GCRA, POLICY_WINDOW, "policy kind");
-        LOAD_U64(d.rate, UINT64_MAX);
-        LOAD_U64(d.period_ms, UINT64_MAX);
-        LOAD_U64(d.burst, UINT64_MAX);
+        LOAD_FIELD(d.rate, 0, UINT64_MAX, "policy rate");           /* ranges: policy_check below */
+        LOAD_FIELD(d.period_ms, 0, UINT64_MAX, "policy period_ms");
+        LOAD_FIELD(d.burst, 0, UINT64_MAX, "policy burst");
         d.kind = (policy_kind)kind;
         char shown[SHOWN_NAME_MAX + 4];
         if (policy_check(&d) != POLICY_OK) {
