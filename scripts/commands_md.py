@@ -38,6 +38,8 @@ def arg_syntax(a):
     flags = {f.decode() for f in a.get("flags", [])}
     if kind == "block":
         inner = " ".join(arg_syntax(pairs(x)) for x in a["arguments"])
+    elif kind == "oneof":
+        inner = "<" + " | ".join(arg_syntax(pairs(x)) for x in a["arguments"]) + ">"
     elif kind == "pure-token":
         inner = a["token"].decode()
     else:
@@ -56,7 +58,7 @@ def arg_rows(args, depth=0):
         summary = a.get("summary", b"").decode().replace("|", "\\|")
         rows.append("| %s`%s` | %s | %s | %s |" % ("&nbsp;&nbsp;" * depth, a["name"].decode(), a["type"].decode(),
                                                  flags, summary))
-        if a["type"] == b"block":
+        if a["type"] in (b"block", b"oneof"):
             rows += arg_rows(a["arguments"], depth + 1)
     return rows
 

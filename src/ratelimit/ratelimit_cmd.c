@@ -4,6 +4,8 @@
  *   RL.GCRA / RL.GCRA_PEEK        GCRA token bucket with a weighted cost (ms)
  *   RL.WINDOW / RL.WINDOW_PEEK    exact sliding window on the leaky-bucket counter (ms)
  *   RL.REFUND    give units back, never below empty
+ * RL.GCRA*, RL.WINDOW* take POLICY <name> in place of the limit's numbers: the
+ * stored policy (policy.c) resolved into the same request, before anything runs.
  *   RL.MULTI     several limits, all or none, in one command
  * (MCAPTCHA_CACHE.COUNT, a counter on the window type, is in count_cmd.c.)
  *
@@ -48,6 +50,9 @@ static const rl_syntax SYN_GCRA = {"RL.GCRA", 1, 1, "BURST capacity, COST n, WAI
 static const rl_syntax SYN_GCRA_PEEK = {"RL.GCRA_PEEK", 1, 0, "BURST capacity, COST n"};
 static const rl_syntax SYN_WINDOW = {"RL.WINDOW", 0, 1, "COST n, WAIT timeout-ms, AT unix-ms"};
 static const rl_syntax SYN_WINDOW_PEEK = {"RL.WINDOW_PEEK", 0, 0, "COST n"};
+/* With POLICY <name> the policy gives BURST: the other options stay. */
+static const rl_syntax SYN_GCRA_POLICY = {"RL.GCRA", 0, 1, "COST n, WAIT timeout-ms, AT unix-ms (BURST is the policy's)"};
+static const rl_syntax SYN_GCRA_PEEK_POLICY = {"RL.GCRA_PEEK", 0, 0, "COST n (BURST is the policy's)"};
 
 /* Parse the options from argv[first]; on an error reply (naming an unknown
  * option, a missing value or the range) and return -1. */
@@ -244,13 +249,26 @@ static int run_request(RedisModuleCtx *ctx, RedisModuleString *keyname, const rl
     return rl_reply_result(ctx, &res);
 }
 
+/* The limit arguments argv[2..3]: <rate> <period ms>, or POLICY <name> (a GCRA
+ * policy, policy.c: its numbers, BURST included, as if given here). */
 static int parse_gcra_or_reply(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, int peek, rl_request *r,
                                rl_options *o) {
     uint64_t rate, period;
-    if (mc_parse_u64(argv[2], 1, 1ULL << 40, &rate)) return mc_reply_range(ctx, "rate", 1, 1ULL << 40), -1;
-    if (mc_parse_u64(argv[3], 1, GCRA_MAX_PERIOD_US / 1000, &period))
-        return mc_reply_range(ctx, "period (milliseconds)", 1, GCRA_MAX_PERIOD_US / 1000), -1;
-    if (parse_options_or_reply(ctx, argv, argc, 4, peek ? &SYN_GCRA_PEEK : &SYN_GCRA, o) != 0) return -1;
+    const rl_syntax *syn = peek ? &SYN_GCRA_PEEK : &SYN_GCRA;
+    if (mc_is_word(argv[2], "POLICY")) {
+        policy_def d;
+        if (rl_policy_resolve_or_reply(ctx, argv[3], POLICY_GCRA, syn->cmd, &d) != 0) return -1;
+        if (parse_options_or_reply(ctx, argv, argc, 4, peek ? &SYN_GCRA_PEEK_POLICY : &SYN_GCRA_POLICY, o) != 0)
+            return -1;
+        rate = d.rate;
+        period = d.period_ms;
+        o->burst = d.burst;
+    } else {
+        if (mc_parse_u64(argv[2], 1, 1ULL << 40, &rate)) return mc_reply_range(ctx, "rate", 1, 1ULL << 40), -1;
+        if (mc_parse_u64(argv[3], 1, GCRA_MAX_PERIOD_US / 1000, &period))
+            return mc_reply_range(ctx, "period (milliseconds)", 1, GCRA_MAX_PERIOD_US / 1000), -1;
+        if (parse_options_or_reply(ctx, argv, argc, 4, syn, o) != 0) return -1;
+    }
     r->kind = RL_GCRA;
     r->cost = o->cost;
     if (gcra_params_init(&r->gcra, o->burst ? o->burst : rate, rate, period * 1000) != 0)
@@ -259,8 +277,9 @@ static int parse_gcra_or_reply(RedisModuleCtx *ctx, RedisModuleString **argv, in
 }
 
 /* RL.GCRA <key> <rate> <period ms> [BURST <capacity>] [COST <n>] [WAIT <timeout ms>] [AT <unix ms>]
+ * RL.GCRA <key> POLICY <name> [COST <n>] [WAIT <timeout ms>] [AT <unix ms>]
  * GCRA token bucket: <rate> units per <period ms>, at most <capacity> (default
- * <rate>) at once. Reply: [allowed, remaining, retry_after_ms, reset_after_ms]. */
+ * <rate>) at once, or a GCRA policy's numbers. Reply: [allowed, remaining, retry_after_ms, reset_after_ms]. */
 static int Gcra_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc < 4) return RedisModule_WrongArity(ctx);
     rl_request r = {0};
@@ -270,6 +289,7 @@ static int Gcra_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int 
 }
 
 /* RL.GCRA_PEEK <key> <rate> <period ms> [BURST <capacity>] [COST <n>]
+ * RL.GCRA_PEEK <key> POLICY <name> [COST <n>]
  * What RL.GCRA would answer, changing nothing (runs on replicas). */
 static int GcraPeek_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc < 4) return RedisModule_WrongArity(ctx);
@@ -281,12 +301,23 @@ static int GcraPeek_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, 
     return rc == RL_OK ? rl_reply_result(ctx, &res) : rl_reply_error(ctx, rc);
 }
 
+/* The limit arguments argv[2..3]: <limit> <window ms>, or POLICY <name> (a
+ * WINDOW policy, policy.c). */
 static int parse_window_or_reply(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, int peek, rl_request *r,
                                  rl_options *o) {
     uint64_t limit, window;
-    if (mc_parse_u64(argv[2], 1, UINT32_MAX, &limit)) return mc_reply_range(ctx, "limit", 1, UINT32_MAX), -1;
-    if (mc_parse_u64(argv[3], 1, LB_MAX_WINDOW_MS, &window)) return mc_reply_range(ctx, "window (milliseconds)", 1, LB_MAX_WINDOW_MS), -1;
-    if (parse_options_or_reply(ctx, argv, argc, 4, peek ? &SYN_WINDOW_PEEK : &SYN_WINDOW, o) != 0) return -1;
+    const rl_syntax *syn = peek ? &SYN_WINDOW_PEEK : &SYN_WINDOW;
+    if (mc_is_word(argv[2], "POLICY")) {
+        policy_def d;
+        if (rl_policy_resolve_or_reply(ctx, argv[3], POLICY_WINDOW, syn->cmd, &d) != 0) return -1;
+        limit = d.rate;
+        window = d.period_ms;
+    } else {
+        if (mc_parse_u64(argv[2], 1, UINT32_MAX, &limit)) return mc_reply_range(ctx, "limit", 1, UINT32_MAX), -1;
+        if (mc_parse_u64(argv[3], 1, LB_MAX_WINDOW_MS, &window))
+            return mc_reply_range(ctx, "window (milliseconds)", 1, LB_MAX_WINDOW_MS), -1;
+    }
+    if (parse_options_or_reply(ctx, argv, argc, 4, syn, o) != 0) return -1;
     lbucket probe;
     if (lb_init(&probe, window) != LB_OK) return RedisModule_ReplyWithError(ctx, "ERR window out of range"), -1;
     r->kind = RL_WINDOW;
@@ -297,6 +328,7 @@ static int parse_window_or_reply(RedisModuleCtx *ctx, RedisModuleString **argv, 
 }
 
 /* RL.WINDOW <key> <limit> <window ms> [COST <n>] [WAIT <timeout ms>] [AT <unix ms>]
+ * RL.WINDOW <key> POLICY <name> [COST <n>] [WAIT <timeout ms>] [AT <unix ms>]
  * Sliding window: at most <limit> units within any <window ms>; each counts for
  * the window, at most window/256 longer. Reply: [allowed, remaining,
  * retry_after_ms, reset_after_ms]. */
@@ -309,6 +341,7 @@ static int Window_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, in
 }
 
 /* RL.WINDOW_PEEK <key> <limit> <window ms> [COST <n>]
+ * RL.WINDOW_PEEK <key> POLICY <name> [COST <n>]
  * What RL.WINDOW would answer, changing nothing (runs on replicas). */
 static int WindowPeek_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc < 4) return RedisModule_WrongArity(ctx);

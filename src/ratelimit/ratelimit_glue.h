@@ -12,7 +12,9 @@
  * wait queue), ratelimit_cmd.c (CL.THROTTLE, redis-cell compatible, and the
  * native RL.* family, all times in milliseconds), ratelimit_state_cmd.c (the
  * internal commands of replication and the AOF), count_cmd.c (MCAPTCHA_CACHE.COUNT, a
- * bare leaky-bucket counter on mcap-wndw), ratelimit_info.c (COMMAND DOCS). */
+ * bare leaky-bucket counter on mcap-wndw), policy.c (stored policies: RL.POLICY_*,
+ * the node-wide table and its RDB aux data, type mcap-plcy), ratelimit_info.c
+ * (COMMAND DOCS). */
 #ifndef MC_RATELIMIT_GLUE_H
 #define MC_RATELIMIT_GLUE_H
 
@@ -20,6 +22,7 @@
 
 #include "core/bucket.h"
 #include "core/gcra.h"
+#include "core/policy.h"
 #include "redismodule.h"
 #include "server/commands.h"
 
@@ -29,6 +32,9 @@
 #define GCRA_ENCVER_LATEST GCRA_ENCVER_1
 #define WINDOW_ENCVER_1 1 /* window_ms, limit, then the bucket (bucket_io.c) */
 #define WINDOW_ENCVER_LATEST WINDOW_ENCVER_1
+#define POLICY_TYPE_NAME "mcap-plcy" /* holds no key: the policy table as RDB aux data */
+#define POLICY_ENCVER_1 1 /* count, then per policy: name, kind, rate, period_ms, burst */
+#define POLICY_ENCVER_LATEST POLICY_ENCVER_1
 
 #define CMD_GCRA_SET "RL.GCRA_SET"
 #define GCRA_MAX_LIMIT (1ULL << 40) /* capacity: max_burst + 1 at most */
@@ -56,6 +62,17 @@ int ratelimit_type_register(RedisModuleCtx *ctx);
 int ratelimit_cmd_register(RedisModuleCtx *ctx);
 int ratelimit_count_cmd_register(RedisModuleCtx *ctx);
 int ratelimit_state_cmd_register(RedisModuleCtx *ctx);
+/* The policy type, its persistence event and the RL.POLICY_* commands (policy.c). */
+int ratelimit_policy_register(RedisModuleCtx *ctx);
+
+/* The definition of policy `name` into *out when it exists and is of `kind`:
+ * 0; else reply an error naming it and `cmd` (unknown, or of the other kind)
+ * and return -1. */
+int rl_policy_resolve_or_reply(RedisModuleCtx *ctx, RedisModuleString *name, policy_kind kind, const char *cmd,
+                               policy_def *out);
+
+/* INFO field rl_policies (in the section the caller opened). */
+void rl_policy_info(RedisModuleInfoCtx *ctx);
 
 /* COMMAND DOCS metadata of the family (ratelimit_info.c). */
 extern mc_cmdinfo ratelimit_cmdinfo[];

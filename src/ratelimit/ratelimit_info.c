@@ -1,6 +1,6 @@
 /* ratelimit_info.c -- COMMAND DOCS / COMMAND INFO metadata of the rate-limit family (CL.THROTTLE, RL.*,
- * MCAPTCHA_CACHE.COUNT): summary, complexity, arity, key specs and arguments. Data only;
- * ratelimit_cmd.c and count_cmd.c register the handlers. */
+ * MCAPTCHA_CACHE.COUNT, RL.POLICY_*): summary, complexity, arity, key specs and arguments. Data only;
+ * ratelimit_cmd.c, count_cmd.c and policy.c register the handlers. */
 #include "ratelimit/ratelimit_glue.h"
 #include "server/bucket_io.h"
 #include "server/commands.h"
@@ -19,28 +19,46 @@ static RedisModuleCommandArg args_throttle[] = {
     {.name = "quantity", .type = REDISMODULE_ARG_TYPE_INTEGER, .key_spec_index = -1,
      .flags = REDISMODULE_CMD_ARG_OPTIONAL, .summary = "default 1; 0 peeks"},
     {0}};
+/* The limit of RL.GCRA* / RL.WINDOW*: the numbers, or POLICY <name> (policy.c). */
+#define ONEOF(name_, subargs_) \
+    {.name = (name_), .type = REDISMODULE_ARG_TYPE_ONEOF, .key_spec_index = -1, .subargs = (subargs_)}
+#define BLOCK(name_, subargs_) \
+    {.name = (name_), .type = REDISMODULE_ARG_TYPE_BLOCK, .key_spec_index = -1, .subargs = (subargs_)}
+#define POLICY_ARG(summary_) \
+    {.name = "policy-name", .type = REDISMODULE_ARG_TYPE_STRING, .key_spec_index = -1, .token = "POLICY", \
+     .summary = (summary_)}
+static RedisModuleCommandArg args_gcra_numbers[] = {
+    ARG_INT("rate", "units per period"), ARG_INT("period-ms", "milliseconds"), {0}};
+static RedisModuleCommandArg args_gcra_limit[] = {
+    BLOCK("numbers", args_gcra_numbers),
+    POLICY_ARG("a GCRA policy (RL.POLICY_SET): its rate, period-ms and BURST"),
+    {0}};
+static RedisModuleCommandArg args_window_numbers[] = {
+    ARG_INT("limit", "units allowed within any window"), ARG_INT("window-ms", "milliseconds"), {0}};
+static RedisModuleCommandArg args_window_limit[] = {
+    BLOCK("numbers", args_window_numbers),
+    POLICY_ARG("a WINDOW policy (RL.POLICY_SET): its limit and window-ms"),
+    {0}};
 static RedisModuleCommandArg args_gcra[] = {
     ARG_KEY("key", 0, NULL),
-    ARG_INT("rate", "units per period"),
-    ARG_INT("period-ms", "milliseconds"),
-    OPT_INT("BURST", "capacity", "capacity: units that fit at once (default: rate)"),
+    ONEOF("limit", args_gcra_limit),
+    OPT_INT("BURST", "capacity", "capacity: units that fit at once (default: rate); not with POLICY"),
     OPT_INT("COST", "n", "units this request takes (default 1)"),
     OPT_INT("WAIT", "timeout-ms", "block up to this many milliseconds until the request fits"),
     OPT_INT("AT", "unix-ms", "use this Unix time in milliseconds instead of the clock"),
     {0}};
 static RedisModuleCommandArg args_gcra_peek[] = {
-    ARG_KEY("key", 0, NULL), ARG_INT("rate", "units per period"), ARG_INT("period-ms", "milliseconds"),
-    OPT_INT("BURST", "capacity", "capacity (default: rate)"), OPT_INT("COST", "n", "default 1"), {0}};
+    ARG_KEY("key", 0, NULL), ONEOF("limit", args_gcra_limit),
+    OPT_INT("BURST", "capacity", "capacity (default: rate); not with POLICY"), OPT_INT("COST", "n", "default 1"), {0}};
 static RedisModuleCommandArg args_window[] = {
     ARG_KEY("key", 0, NULL),
-    ARG_INT("limit", "units allowed within any window"),
-    ARG_INT("window-ms", "milliseconds"),
+    ONEOF("limit", args_window_limit),
     OPT_INT("COST", "n", "units this request takes (default 1)"),
     OPT_INT("WAIT", "timeout-ms", "block up to this many milliseconds until the request fits"),
     OPT_INT("AT", "unix-ms", "use this Unix time in milliseconds instead of the clock"),
     {0}};
 static RedisModuleCommandArg args_window_peek[] = {
-    ARG_KEY("key", 0, NULL), ARG_INT("limit", NULL), ARG_INT("window-ms", "milliseconds"), OPT_INT("COST", "n", "default 1"), {0}};
+    ARG_KEY("key", 0, NULL), ONEOF("limit", args_window_limit), OPT_INT("COST", "n", "default 1"), {0}};
 static RedisModuleCommandArg args_refund[] = {ARG_KEY("key", 0, NULL), ARG_INT("n", "units to give back"), {0}};
 static RedisModuleCommandArg args_multi_limit[] = {
     ARG_KEY("key", 0, NULL), ARG_STR("type", "GCRA or WINDOW"), ARG_INT("limit", NULL),
@@ -68,6 +86,23 @@ static RedisModuleCommandArg args_window_set[] = {
      .flags = REDISMODULE_CMD_ARG_MULTIPLE | REDISMODULE_CMD_ARG_OPTIONAL, .subargs = mc_bucket_slot_args},
     {0}};
 
+static RedisModuleCommandArg args_policy_gcra[] = {
+    {.name = "gcra", .type = REDISMODULE_ARG_TYPE_PURE_TOKEN, .key_spec_index = -1, .token = "GCRA"},
+    ARG_INT("rate", "units per period (1 to 2^40)"),
+    ARG_INT("period-ms", "milliseconds"),
+    OPT_INT("BURST", "capacity", "capacity: units that fit at once (default: rate)"),
+    {0}};
+static RedisModuleCommandArg args_policy_window[] = {
+    {.name = "window", .type = REDISMODULE_ARG_TYPE_PURE_TOKEN, .key_spec_index = -1, .token = "WINDOW"},
+    ARG_INT("limit", "units allowed within any window (1 to 2^32-1)"),
+    ARG_INT("window-ms", "milliseconds"),
+    {0}};
+static RedisModuleCommandArg args_policy_def[] = {
+    BLOCK("gcra-policy", args_policy_gcra), BLOCK("window-policy", args_policy_window), {0}};
+static RedisModuleCommandArg args_policy_set[] = {
+    ARG_STR("name", "1 to 256 bytes, binary-safe"), ONEOF("definition", args_policy_def), {0}};
+static RedisModuleCommandArg args_policy_name[] = {ARG_STR("name", NULL), {0}};
+
 mc_cmdinfo ratelimit_cmdinfo[] = {
     {"CL.THROTTLE",
      INFO("GCRA rate limit compatible with redis-cell: [limited, limit, remaining, retry_after_s, reset_after_s]",
@@ -89,6 +124,14 @@ mc_cmdinfo ratelimit_cmdinfo[] = {
      INFO("Increments a leaky-bucket counter (creating it); each increment leaves after leak-rate seconds. Reply: "
           "the count",
           "O(1) amortized", 3, KS_RW, args_count)},
+    {"RL.POLICY_SET",
+     INFO("Stores a named GCRA or WINDOW limit (node-wide, replicated, in the RDB) for RL.GCRA / RL.WINDOW ... "
+          "POLICY name. Reply: OK",
+          "O(log N)", -5, NULL, args_policy_set)},
+    {"RL.POLICY_GET", INFO("A stored policy's definition as RL.POLICY_SET takes it, or nil", "O(log N)", 2, NULL,
+                           args_policy_name)},
+    {"RL.POLICY_DEL", INFO("Removes a stored policy: 1, or 0 when there was none", "O(log N)", 2, NULL, args_policy_name)},
+    {"RL.POLICY_LIST", INFO("The names of the stored policies, in byte order", "O(N)", 1, NULL, NULL)},
     {"RL.GCRA_SET", INFO("Internal (replication, AOF): replaces a key with a GCRA state", "O(1)", 5, KS_OW, args_gcra_set)},
     {"RL.WINDOW_HIT", INFO("Internal (replication): adds hits to a window at an explicit time", "O(1) amortized", 7,
                             KS_RW, args_window_hit)},

@@ -164,3 +164,18 @@ put("cmd_args", "bad_short", "30 2 50 50")
 put("cmd_args", "bad_nslots_mismatch", "30 1 1 1 0 2 0 1")
 put("cmd_args", "bad_leading_zero", "030 1 1 1 0 0")
 put("cmd_args", "bad_negative", "30 1 -1 1 0 0")
+
+# ---- policy_aux: byte 0 (b0 & 1: encver 1; b0 & 0x10: after the keys), then
+# count, and per policy: name, kind (1 GCRA, 2 WINDOW), rate, period_ms, burst ----
+def pol(name, kind, rate, period, burst=0):
+    return sbuf(name) + varint(kind) + varint(rate) + varint(period) + varint(burst)
+put("policy_aux", "empty", b"\x01" + varint(0))
+put("policy_aux", "two", b"\x01" + varint(2) + pol("api", 1, 100, 60000, 20) + pol("login", 2, 5, 60000))
+put("policy_aux", "edges", b"\x01" + varint(3) + pol("g", 1, 1 << 40, (1 << 50) // 1000) + pol("n" * 256, 2, 2**32 - 1, 1 << 42)
+    + pol(b"\x00\xff", 1, 1, 1, (1 << 40) - 1))
+put("policy_aux", "bad_duplicate", b"\x01" + varint(2) + pol("a", 1, 1, 1) + pol("a", 2, 1, 1))
+put("policy_aux", "bad_window_burst", b"\x01" + varint(1) + pol("w", 2, 5, 1000, 3))
+put("policy_aux", "bad_too_large", b"\x01" + varint(1) + pol("g", 1, 1, (1 << 50) // 1000, (1 << 40) - 1))
+put("policy_aux", "bad_truncated", b"\x01" + varint(3) + pol("a", 1, 1, 1))
+put("policy_aux", "bad_encver", b"\x04" + varint(0))
+put("policy_aux", "bad_after_keys", b"\x11" + varint(0))

@@ -30,7 +30,8 @@ from .errors import (CaptchaError, CaptchaExists, CaptchaNotFound, ChallengeExis
                      LockError, LockLost, LockNotAcquired, LockNotOwned, McaptchaCacheError,
                      PermitsMismatch, RateLimited, RateLimitError, ServerError, WrongType)
 from .lock import Lock, ReadWriteLock, Semaphore
-from .ratelimit import RateLimiter, SlidingWindowLimiter, rate_limited
+from .ratelimit import (RateLimiter, SlidingWindowLimiter, delete_policy, get_policy, list_policies,
+                        rate_limited, set_gcra_policy, set_window_policy)
 from .asyncio import Captcha as AsyncCaptcha
 from .asyncio import Lock as AsyncLock
 from .asyncio import RateLimiter as AsyncRateLimiter
@@ -42,7 +43,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Lock", "ReadWriteLock", "Semaphore", "RateLimiter", "SlidingWindowLimiter", "Captcha",
-    "rate_limited", "AsyncLock", "AsyncReadWriteLock", "AsyncSemaphore", "AsyncRateLimiter", "AsyncSlidingWindowLimiter",
+    "rate_limited", "set_gcra_policy", "set_window_policy", "get_policy", "delete_policy", "list_policies",
+    "AsyncLock", "AsyncReadWriteLock", "AsyncSemaphore", "AsyncRateLimiter", "AsyncSlidingWindowLimiter",
     "AsyncCaptcha",
     "Decision", "LockInfo", "Holder", "Challenge",
     "McaptchaCacheError", "ServerError", "InvalidArgument", "WrongType", "CrossSlot",

@@ -310,6 +310,39 @@ class SlidingWindowLimiter(_AsyncLimiterMixin, _rl.SlidingWindowLimiter):
         _rl.SlidingWindowLimiter.__doc__ or "")
 
 
+# ------------------------------------------------------------ stored policies
+async def _run_policy(client, args):
+    try:
+        return await client.execute_command(*args)
+    except redis.exceptions.ResponseError as e:
+        raise map_error(e) from e
+
+
+async def set_gcra_policy(client, name, rate, period_ms, burst=None):
+    """See :func:`mcaptcha_cache.ratelimit.set_gcra_policy`."""
+    await _run_policy(client, _rl._gcra_policy_args(name, rate, period_ms, burst))
+
+
+async def set_window_policy(client, name, limit, window_ms):
+    """See :func:`mcaptcha_cache.ratelimit.set_window_policy`."""
+    await _run_policy(client, _rl._window_policy_args(name, limit, window_ms))
+
+
+async def get_policy(client, name):
+    """See :func:`mcaptcha_cache.ratelimit.get_policy`."""
+    return _rl._parse_policy(await _run_policy(client, ["RL.POLICY_GET", name]))
+
+
+async def delete_policy(client, name):
+    """See :func:`mcaptcha_cache.ratelimit.delete_policy`."""
+    return bool(await _run_policy(client, ["RL.POLICY_DEL", name]))
+
+
+async def list_policies(client):
+    """See :func:`mcaptcha_cache.ratelimit.list_policies`."""
+    return list(await _run_policy(client, ["RL.POLICY_LIST"]))
+
+
 # ------------------------------------------------------------------- captcha
 class Captcha(_captcha.Captcha):
     __doc__ = "asyncio version of :class:`mcaptcha_cache.Captcha`.\n\n" + (

@@ -163,6 +163,8 @@ _PREFIXES = (
     ("unknown option", InvalidArgument),
     ("owner must be", InvalidArgument),
     ("cost too large", InvalidArgument),
+    ("no such policy", InvalidArgument),
+    ("policy ", InvalidArgument),
 )
 _CONTAINS = (
     (" must be ", InvalidArgument),

@@ -1,5 +1,7 @@
-"""Rate limiters on ``RL.GCRA`` and ``RL.WINDOW`` (sync), and the :func:`rate_limited`
-decorator (sync and asyncio). All times are **milliseconds**."""
+"""Rate limiters on ``RL.GCRA`` and ``RL.WINDOW`` (sync), the :func:`rate_limited`
+decorator (sync and asyncio), and the stored policies (``RL.POLICY_*``: :func:`set_gcra_policy`,
+:func:`set_window_policy`, :func:`get_policy`, :func:`delete_policy`, :func:`list_policies`),
+which a limiter names with ``policy=``. All times are **milliseconds**."""
 
 import functools
 import inspect
@@ -10,7 +12,8 @@ import redis.exceptions
 from ._common import Decision, WaitBudget, check_ms, check_wait_ms, round_cap_ms, wait_args
 from .errors import RateLimited, map_error
 
-__all__ = ["RateLimiter", "SlidingWindowLimiter", "rate_limited"]
+__all__ = ["RateLimiter", "SlidingWindowLimiter", "rate_limited", "set_gcra_policy", "set_window_policy",
+           "get_policy", "delete_policy", "list_policies"]
 
 
 def _check_units(name, v):
@@ -72,20 +75,42 @@ class _LimiterBase:
         return "<%s %r>" % (type(self).__name__, self.key)
 
 
+def _limit_args(policy, numbers):
+    """The limit's arguments: ``POLICY name``, or the numbers."""
+    return ["POLICY", policy] if policy is not None else list(numbers)
+
+
+def _check_policy(policy, given):
+    """``policy`` (a name) excludes the numbers; without it they are all needed."""
+    if policy is not None:
+        if not isinstance(policy, (str, bytes)) or not policy:
+            raise ValueError("policy must be a non-empty str or bytes, got %r" % (policy,))
+        if any(v is not None for v in given.values()):
+            raise ValueError("policy= replaces %s: give one or the other" % ", ".join(sorted(given)))
+        return policy
+    missing = [k for k, v in given.items() if v is None]
+    if missing:
+        raise ValueError("%s needed (or policy=)" % ", ".join(sorted(missing)))
+    return None
+
+
 class RateLimiter(_LimiterBase):
     """A GCRA token bucket (``RL.GCRA``): ``rate`` units per ``period_ms`` milliseconds, at
-    most ``burst`` at once (default: ``rate``).
+    most ``burst`` at once (default: ``rate``); or the stored GCRA policy ``policy``.
 
-    ``RateLimiter(client, key, rate, period_ms, burst=None)``; ``acquire(cost=1, wait_ms=0)``
+    ``RateLimiter(client, key, rate, period_ms, burst=None)`` or
+    ``RateLimiter(client, key, policy="api")``; ``acquire(cost=1, wait_ms=0)``
     returns a :class:`Decision`. The key expires when the bucket is full again, so idle keys
-    cost nothing. Errors: :class:`InvalidArgument` (range; cost above what the rate allows),
-    :class:`WrongType`."""
+    cost nothing. Errors: :class:`InvalidArgument` (range; cost above what the rate allows;
+    no such policy, or a WINDOW policy), :class:`WrongType`."""
 
-    def __init__(self, client, key, rate, period_ms, burst=None):
+    def __init__(self, client, key, rate=None, period_ms=None, burst=None, *, policy=None):
         self.client = client
         self.key = key
-        self.rate = _check_units("rate", rate)
-        self.period_ms = check_ms("period_ms", period_ms)
+        self.policy = _check_policy(policy, {"rate": rate, "period_ms": period_ms} if policy is None else
+                                    {"rate": rate, "period_ms": period_ms, "burst": burst})
+        self.rate = None if rate is None else _check_units("rate", rate)
+        self.period_ms = None if period_ms is None else check_ms("period_ms", period_ms)
         self.burst = None if burst is None else _check_units("burst", burst)
 
     def _opts(self, cost):
@@ -97,34 +122,106 @@ class RateLimiter(_LimiterBase):
         return opts
 
     def _take_args(self, cost, wait):
-        return ["RL.GCRA", self.key, self.rate, self.period_ms] + self._opts(cost) + list(
-            wait_args(wait))
+        return ["RL.GCRA", self.key] + _limit_args(self.policy, (self.rate, self.period_ms)) + self._opts(
+            cost) + list(wait_args(wait))
 
     def _peek_args(self, cost):
-        return ["RL.GCRA_PEEK", self.key, self.rate, self.period_ms] + self._opts(cost)
+        return ["RL.GCRA_PEEK", self.key] + _limit_args(self.policy, (self.rate, self.period_ms)) + self._opts(cost)
 
 
 class SlidingWindowLimiter(_LimiterBase):
     """An exact sliding window (``RL.WINDOW``): at most ``limit`` units within any
-    ``window_ms`` milliseconds. Same methods and :class:`Decision` as :class:`RateLimiter`."""
+    ``window_ms`` milliseconds, or the stored WINDOW policy ``policy``
+    (``SlidingWindowLimiter(client, key, policy="login")``). Same methods and
+    :class:`Decision` as :class:`RateLimiter`."""
 
-    def __init__(self, client, key, limit, window_ms):
+    def __init__(self, client, key, limit=None, window_ms=None, *, policy=None):
         self.client = client
         self.key = key
-        self.limit = _check_units("limit", limit)
-        self.window_ms = check_ms("window_ms", window_ms)
+        self.policy = _check_policy(policy, {"limit": limit, "window_ms": window_ms})
+        self.limit = None if limit is None else _check_units("limit", limit)
+        self.window_ms = None if window_ms is None else check_ms("window_ms", window_ms)
 
     def _take_args(self, cost, wait):
-        args = ["RL.WINDOW", self.key, self.limit, self.window_ms]
+        args = ["RL.WINDOW", self.key] + _limit_args(self.policy, (self.limit, self.window_ms))
         if cost != 1:
             args += ["COST", cost]
         return args + list(wait_args(wait))
 
     def _peek_args(self, cost):
-        args = ["RL.WINDOW_PEEK", self.key, self.limit, self.window_ms]
+        args = ["RL.WINDOW_PEEK", self.key] + _limit_args(self.policy, (self.limit, self.window_ms))
         if cost != 1:
             args += ["COST", cost]
         return args
+
+
+# ------------------------------------------------------------ stored policies
+# Node-wide, not keys: in Redis Cluster set them on every primary (a cluster client sends a
+# keyless command to one node). The same functions work with an asyncio client when awaited
+# through mcaptcha_cache.asyncio's versions.
+def _policy_set_args(name, kind, a, b, burst=None):
+    args = ["RL.POLICY_SET", name, kind, a, b]
+    return args + (["BURST", burst] if burst is not None else [])
+
+
+def _gcra_policy_args(name, rate, period_ms, burst=None):
+    _check_units("rate", rate)
+    check_ms("period_ms", period_ms)
+    if burst is not None:
+        _check_units("burst", burst)
+    return _policy_set_args(name, "GCRA", rate, period_ms, burst)
+
+
+def _window_policy_args(name, limit, window_ms):
+    _check_units("limit", limit)
+    check_ms("window_ms", window_ms)
+    return _policy_set_args(name, "WINDOW", limit, window_ms)
+
+
+def _parse_policy(reply):
+    """``RL.POLICY_GET``'s reply as a dict, or None."""
+    if reply is None:
+        return None
+    kind = reply[0].decode() if isinstance(reply[0], bytes) else reply[0]
+    if kind == "GCRA":
+        return {"type": "GCRA", "rate": int(reply[1]), "period_ms": int(reply[2]),
+                "burst": int(reply[4]) if len(reply) >= 5 else None}
+    return {"type": "WINDOW", "limit": int(reply[1]), "window_ms": int(reply[2])}
+
+
+def _run(client, args):
+    try:
+        return client.execute_command(*args)
+    except redis.exceptions.ResponseError as e:
+        raise map_error(e) from e
+
+
+def set_gcra_policy(client, name, rate, period_ms, burst=None):
+    """Store (or replace) the GCRA policy ``name`` (``RL.POLICY_SET name GCRA rate period_ms
+    [BURST burst]``): ``RateLimiter(client, key, policy=name)`` then uses these numbers."""
+    _run(client, _gcra_policy_args(name, rate, period_ms, burst))
+
+
+def set_window_policy(client, name, limit, window_ms):
+    """Store (or replace) the WINDOW policy ``name`` (``RL.POLICY_SET name WINDOW limit
+    window_ms``), for ``SlidingWindowLimiter(client, key, policy=name)``."""
+    _run(client, _window_policy_args(name, limit, window_ms))
+
+
+def get_policy(client, name):
+    """The policy as a dict (``{"type": "GCRA", "rate", "period_ms", "burst"}`` with burst None
+    when not given, or ``{"type": "WINDOW", "limit", "window_ms"}``), or None."""
+    return _parse_policy(_run(client, ["RL.POLICY_GET", name]))
+
+
+def delete_policy(client, name):
+    """Remove the policy; True if there was one."""
+    return bool(_run(client, ["RL.POLICY_DEL", name]))
+
+
+def list_policies(client):
+    """The policy names (bytes, or str with decode_responses), in byte order."""
+    return list(_run(client, ["RL.POLICY_LIST"]))
 
 
 def rate_limited(limiter, cost=1, wait_ms=0):

@@ -4,7 +4,10 @@ against a real primary (with a replica), every reply compared with a Python
 model of README "Rate limits", src/core/gcra.c, src/core/bucket.c and
 src/ratelimit/*.c, interleaved with DEL, RENAME, COPY, MOVE (to db 1 and back),
 SET (a key of another type), FLUSHALL, DEBUG RELOAD, SAVE + restart and a
-replica compared with the primary.
+replica compared with the primary. Stored policies: RL.POLICY_SET (a name may
+change its numbers or its kind) and RL.POLICY_DEL, and RL.GCRA / RL.WINDOW with
+POLICY name, modelled as the call with the policy's numbers (or its error); the
+table survives FLUSHALL, DEBUG RELOAD and the restart, and reaches the replica.
 
 Time. RL.GCRA and RL.WINDOW always pass `AT`, from a virtual clock T that
 starts 1 h 2 min ahead of the server's clock and that a rule moves forward, so
@@ -76,6 +79,7 @@ THROTTLE = [(3, 1, 3600), (1, 1, 7200), (2, 2, 7200)]
 MULTI_GCRA = [(4, 4 * HOUR), (2, 2 * HOUR)]
 MULTI_WINDOW = [(3, HOUR), (5, HOUR)]
 PEEK_GCRA = (5, 1000, None)
+POLICY_NAMES = ["pa", "pb", "pc"]
 
 TYPE_NAMES = {None: "none", "gcra": "mcap-gcra", "win": "mcap-wndw", "str": "string"}
 
@@ -281,6 +285,9 @@ class RateLimitModel(RuleBasedStateMachine):
         super().__init__()
         c = self.conns[0]
         assert c.call("FLUSHALL") == "OK"
+        for name in c.call("RL.POLICY_LIST"):  # FLUSHALL keeps them
+            assert c.call("RL.POLICY_DEL", name) == 1
+        self.policies = {}  # name -> ("GCRA", rate, period, burst) | ("WINDOW", limit, window)
         now_ms = c.timed("PING")[1] // 1000
         self.t_ref = now_ms
         self.T = now_ms + OFFSET_MS
@@ -453,6 +460,61 @@ class RateLimitModel(RuleBasedStateMachine):
         self.expect_clock(args, self.conns[0], args,
                           lambda w, now: m_window(w, (0, key), limit, window, cost, now // 1000, False))
 
+    # ----------------------------------------------------- stored policies
+    @rule(name=st.sampled_from(POLICY_NAMES),
+          defn=st.one_of(st.sampled_from(GCRA_SHORT + GCRA_LONG).map(lambda p: ("GCRA",) + p),
+                         st.sampled_from(WINDOW_SHORT + WINDOW_LONG).map(lambda p: ("WINDOW",) + p)))
+    def policy_set(self, name, defn):
+        """Define or change a policy (its numbers, or its kind)."""
+        args = ["RL.POLICY_SET", name] + [x for x in defn if x is not None]
+        if defn[0] == "GCRA" and defn[3] is not None:
+            args = args[:-1] + ["BURST", defn[3]]
+        assert self.conns[0].call(*args) == "OK"
+        self.policies[name] = defn
+
+    @rule(name=st.sampled_from(POLICY_NAMES))
+    def policy_del(self, name):
+        assert self.conns[0].call("RL.POLICY_DEL", name) == (1 if name in self.policies else 0)
+        self.policies.pop(name, None)
+
+    def policy_error(self, name, kind, cmd):
+        """The error of `cmd key POLICY name` when the policy is missing or of the other kind."""
+        d = self.policies.get(name)
+        if d is None:
+            return Err("ERR no such policy '%s' (RL.POLICY_SET defines it)" % name)
+        if d[0] != kind:
+            return Err("ERR policy '%s' is a %s policy; %s takes a %s policy" % (name, d[0], cmd, kind))
+        return None
+
+    @rule(key=st.sampled_from(GCRA_KEYS + WINDOW_KEYS), name=st.sampled_from(POLICY_NAMES),
+          cost=st.sampled_from([0, 1, 1, 2, 3]), times=st.integers(1, 3), gap=st.sampled_from([0, 1, 40, 300]),
+          window=st.booleans())
+    def limit_by_policy(self, key, name, cost, times, gap, window):
+        """RL.GCRA / RL.WINDOW key POLICY name: the call with the policy's numbers."""
+        cmd, kind = ("RL.WINDOW", "WINDOW") if window else ("RL.GCRA", "GCRA")
+        for i in range(times):
+            self.T += gap if i else 0
+            at = self.T
+            args = [cmd, key, "POLICY", name, "COST", cost, "AT", at]
+            e = self.policy_error(name, kind, cmd)
+            if e is not None:
+                self.expect(args, self.conns[0].call(*args), lambda w: (e, w))
+            elif window:
+                _, limit, win = self.policies[name]
+                self.expect(args, self.conns[0].call(*args),
+                            lambda w: m_window(w, (0, key), limit, win, cost, at, True))
+            else:
+                p = rl_gcra_params(*self.policies[name][1:])
+                self.expect(args, self.conns[0].call(*args), lambda w: m_gcra(w, (0, key), p, cost, at * 1000, True))
+
+    def check_policies(self, conn, label=""):
+        """The node's policy table is the model's."""
+        got = {}
+        for name in conn.call("RL.POLICY_LIST"):
+            d = [x.decode() if isinstance(x, bytes) else x for x in conn.call("RL.POLICY_GET", name)]
+            got[name.decode()] = tuple(d[:3]) + ((d[4],) if len(d) == 5 else (None,) if d[0] == "GCRA" else ())
+        assert got == self.policies, (label, got, self.policies)
+
     @rule(i=st.integers(0, 99), n=st.sampled_from([1, 1, 2, 5]))
     def refund(self, i, n):
         """Newest units first, never below empty; then the key is read back."""
@@ -542,6 +604,7 @@ class RateLimitModel(RuleBasedStateMachine):
     @rule()
     def flushall(self):
         self.expect("FLUSHALL", self.conns[0].call("FLUSHALL"), lambda w: ("OK", {}))
+        self.check_policies(self.conns[0], "after FLUSHALL")
 
     # -------------------------------------------------- durability
     def snapshot(self, conns):
@@ -587,6 +650,7 @@ class RateLimitModel(RuleBasedStateMachine):
         assert self.conns[0].call("DEBUG", "RELOAD") == "OK"
         assert self.snapshot(self.conns) == before
         self.check_all(label="after DEBUG RELOAD")
+        self.check_policies(self.conns[0], "after DEBUG RELOAD")
 
     @precondition(lambda self: not self.restarted)
     @rule()
@@ -599,6 +663,7 @@ class RateLimitModel(RuleBasedStateMachine):
         type(self).connect()
         assert self.snapshot(self.conns) == before
         self.check_all(label="after restart")
+        self.check_policies(self.conns[0], "after restart")
         resync_replica_now(self.replica, self.primary)
 
     @rule()
@@ -608,6 +673,7 @@ class RateLimitModel(RuleBasedStateMachine):
         try:
             assert self.snapshot(rconns) == self.snapshot(self.conns)
             self.check_all(rconns, label="replica")
+            self.check_policies(rconns[0], "replica")
         finally:
             for c in rconns.values():
                 c.close()

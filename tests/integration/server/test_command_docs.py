@@ -10,10 +10,12 @@ carry their units ([WAIT timeout-ms], [PERMITS n], [AT unix-ms], leak-rate-s).""
 import pytest
 
 SHAPES = {
-    "RL.GCRA": [("key", None), ("rate", None), ("period-ms", None), ("capacity", "BURST"), ("n", "COST"),
+    # "limit": one of <rate period-ms> (or <limit window-ms>) and POLICY policy-name
+    "RL.GCRA": [("key", None), ("limit", None), ("capacity", "BURST"), ("n", "COST"),
                 ("timeout-ms", "WAIT"), ("unix-ms", "AT")],
-    "RL.WINDOW": [("key", None), ("limit", None), ("window-ms", None), ("n", "COST"), ("timeout-ms", "WAIT"),
+    "RL.WINDOW": [("key", None), ("limit", None), ("n", "COST"), ("timeout-ms", "WAIT"),
                   ("unix-ms", "AT")],
+    "RL.POLICY_SET": [("name", None), ("definition", None)],
     "LOCK.ACQUIRE": [("key", None), ("owner", None), ("lease-ms", None), ("n", "PERMITS"), ("k", "TAKE"), ("read", "READ"),
                      ("write", "WRITE"), ("reentrant", "REENTRANT"),
                      ("session", "SESSION"), ("delay-ms", "LOCKDELAY"), ("timeout-ms", "WAIT"),
