@@ -91,7 +91,8 @@ def test_lock_context_manager_and_fencing_tokens(server):
     for _ in range(3):
         with Lock(r, "orders:42", lease_ms=2000) as lock:
             assert lock.held and isinstance(lock.token, int)
-            permits, last, waiters, holders = inspect(r, "orders:42")
+            permits, last, waiters, holders, adjustment, size = inspect(r, "orders:42")
+            assert (adjustment, size) == (0, 1)
             assert (permits, last, waiters) == (1, lock.token, 0)
             assert [(s(h[0]), h[2], h[3]) for h in holders] == [(lock.owner, lock.token, 1)]
             assert 0 < holders[0][1] <= 2000
@@ -157,7 +158,7 @@ def test_two_holders_exclude_each_other_waiting_on_the_server(server):
     token, granted_at, holders, owner = got[0]
     assert granted_at >= released_at and holders == [owner]
     assert token > a.token
-    assert inspect(r, key)[2:] == [0, []]
+    assert inspect(r, key)[2:] == [0, [], 0, 1]
 
 
 def test_waits_longer_than_the_socket_timeout_run_in_rounds(server):
