@@ -88,19 +88,19 @@ static int open_pool_write(RedisModuleCtx *ctx, RedisModuleString *keyname, uint
     }
     *created = 0;
     const char *err = NULL;
-    if (RedisModule_KeyType(*key) == REDISMODULE_KEYTYPE_EMPTY) {
-        if (n == 0) err = ERR_NO_POOL;
+    int empty = RedisModule_KeyType(*key) == REDISMODULE_KEYTYPE_EMPTY;
+    if (!empty && ((lockv *)RedisModule_ModuleTypeGetValue(*key))->ephemeral) {
+        err = ERR_CONCURRENCY;
     } else {
-        lockv *v = RedisModule_ModuleTypeGetValue(*key);
-        if (v->ephemeral) err = ERR_CONCURRENCY;
-        else if (used_for_read(ctx, keyname, v)) err = ERR_READERS;
+        lock_expire_leases(ctx, *key, keyname, now_ms); /* readers whose leases ended are gone */
+        if (empty && n == 0) err = ERR_NO_POOL;
+        else if (!empty && used_for_read(ctx, keyname, RedisModule_ModuleTypeGetValue(*key))) err = ERR_READERS;
     }
     if (err) {
         RedisModule_CloseKey(*key);
         RedisModule_ReplyWithError(ctx, err);
         return -1;
     }
-    lock_expire_leases(ctx, *key, keyname, now_ms);
     if (RedisModule_KeyType(*key) == REDISMODULE_KEYTYPE_EMPTY) {
         *l = lock_new((uint32_t)n);
         *created = 1;
