@@ -365,6 +365,8 @@ def test_semaphore_pool(server):
     assert b.acquire(wait_ms=0) and c.acquire(wait_ms=0)
     assert a.available_permits() == 0
     assert a.add_permits(-2) == 1  # below the three taken: the holders keep theirs
+    info = a.inspect()
+    assert (info.permits, info.adjustment, info.size, len(info.holders)) == (2, -1, 1, 3)
     a.release()
     b.release()
     assert c.available_permits() == 0
