@@ -61,6 +61,7 @@ lockv *lock_dup(const lockv *l) {
     if (d == NULL) return NULL;
     d->last_token = l->last_token;
     d->ephemeral = l->ephemeral;
+    d->adjust = l->adjust;
     for (uint32_t i = 0; i < l->nholders; i++) {
         const lock_holder *h = &l->holders[i];
         if (push_holder(d, h->owner, h->owner_len, h->expires_ms, h->count, h->token, h->client_id, h->delay_ms) != 0) {
@@ -147,8 +148,8 @@ lock_outcome lock_acquire(lockv *l, const char *owner, size_t len, uint64_t now_
         return LOCK_REENTERED;
     }
     uint32_t weight = g->weight ? g->weight : 1;
-    if (g->shared ? (l->permits != 1 || !all_shared(l) || l->nholders >= LOCK_MAX_PERMITS)
-                  : (uint64_t)taken_weight(l) + weight > l->permits || l->nholders >= LOCK_MAX_PERMITS)
+    if (g->shared ? (l->permits != 1 || l->adjust != 0 || !all_shared(l) || l->nholders >= LOCK_MAX_PERMITS)
+                  : (uint64_t)taken_weight(l) + weight > lock_size(l) || l->nholders >= LOCK_MAX_PERMITS)
         return LOCK_BUSY;
     uint64_t t = l->last_token + 1 > token_floor ? l->last_token + 1 : token_floor;
     if (l->last_token >= LOCK_MAX_TOKEN || t > LOCK_MAX_TOKEN) return LOCK_EXHAUSTED;
@@ -211,6 +212,29 @@ uint32_t lock_taken(const lockv *l, uint64_t now_ms) {
     return n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
 }
 
+uint32_t lock_size(const lockv *l) {
+    int64_t s = (int64_t)l->permits + l->adjust;
+    return s < 0 ? 0 : s > LOCK_MAX_PERMITS ? LOCK_MAX_PERMITS : (uint32_t)s;
+}
+
+uint32_t lock_available(const lockv *l, uint64_t now_ms) {
+    uint32_t size = lock_size(l), taken = lock_taken(l, now_ms);
+    return taken >= size ? 0 : size - taken;
+}
+
+int lock_add_permits(lockv *l, int64_t delta) {
+    int64_t size = (int64_t)lock_size(l) + delta;
+    if (delta < -LOCK_MAX_PERMITS || delta > LOCK_MAX_PERMITS || size < 0 || size > LOCK_MAX_PERMITS) return -1;
+    l->adjust = (int32_t)(size - (int64_t)l->permits);
+    return 0;
+}
+
+uint32_t lock_drain(lockv *l, uint64_t now_ms) {
+    uint32_t n = lock_available(l, now_ms);
+    lock_add_permits(l, -(int64_t)n); /* the size becomes the permits taken: in range */
+    return n;
+}
+
 int lock_check(const lockv *l) {
     uint32_t shared = 0;
     for (uint32_t i = 0; i < l->nholders; i++) {
@@ -218,6 +242,8 @@ int lock_check(const lockv *l) {
         shared += l->holders[i].shared != 0;
     }
     if (l->ephemeral && lock_has_delays(l)) return LOCK_BAD_DELAY;
+    if (l->adjust < -LOCK_MAX_PERMITS || l->adjust > LOCK_MAX_PERMITS || (l->adjust != 0 && (l->ephemeral || shared)))
+        return LOCK_BAD_ADJUST;
     if (shared && (l->ephemeral || l->permits != 1 || shared != l->nholders)) return LOCK_BAD_SHARED;
     for (uint32_t i = 0; i < l->nholders; i++) {
         uint32_t w = l->holders[i].weight;

@@ -32,6 +32,16 @@
  * because the glue serves waiters first come first served and lets nobody pass
  * the queue (server/waitq.h): readers that come after a waiting writer wait.
  *
+ * Semaphore pool (Redisson's RSemaphore.addPermits, drainPermits,
+ * availablePermits): acquirers keep passing the semaphore's base size
+ * (`permits`); the lock keeps a signed adjustment `adjust`, and the pool's size
+ * is permits + adjust, clamped to 0..LOCK_MAX_PERMITS (lock_size). Adding
+ * permits changes the adjustment; draining takes every permit free now out of
+ * the pool (the adjustment drops by that many), owned by nobody, until permits
+ * are added back. Lowering the size below the permits taken takes nothing
+ * from the holders: no grant is made until taken < size again. Not for a
+ * concurrency limit nor a read-write lock's readers (lock_check).
+ *
  * Fencing tokens (Kleppmann, "How to do distributed locking", 2016): every grant
  * gets a number larger than any the lock gave before, so a resource can refuse
  * a writer whose token is older than one it has seen. The lock keeps the last
@@ -69,6 +79,9 @@ typedef struct lockv {
     uint32_t permits;     /* 1..LOCK_MAX_PERMITS */
     uint32_t ephemeral;   /* 1: a concurrency limit, deleted once nobody holds it */
     uint32_t nholders;    /* <= permits, except after permits was lowered */
+    int32_t adjust;       /* semaphore pool adjustment: the size is permits + adjust, clamped to
+                           * 0..LOCK_MAX_PERMITS (lock_size); -LOCK_MAX_PERMITS..LOCK_MAX_PERMITS,
+                           * 0 on a concurrency limit or a lock with readers */
     uint64_t last_token;  /* the last fencing token issued; never decreases */
     lock_holder *holders; /* nholders entries */
     void *lease;          /* owned by the glue (lock/leases.c): this value's lease timer while
@@ -153,6 +166,23 @@ uint32_t lock_live_holders(const lockv *l, uint64_t now_ms);
 /* Permits taken at now_ms: the weights of those entries. */
 uint32_t lock_taken(const lockv *l, uint64_t now_ms);
 
+/* The pool's size: permits + adjust, clamped to 0..LOCK_MAX_PERMITS. */
+uint32_t lock_size(const lockv *l);
+
+/* Permits free at now_ms: lock_size minus lock_taken, never below 0. */
+uint32_t lock_available(const lockv *l, uint64_t now_ms);
+
+/* Change the pool's size by delta (negative: smaller), through the adjustment,
+ * first brought to lock_size - permits (the clamp made exact). 0, or -1 with
+ * nothing changed when the new size would leave 0..LOCK_MAX_PERMITS. Lowering
+ * the size below the permits taken is allowed (holders keep theirs). */
+int lock_add_permits(lockv *l, int64_t delta);
+
+/* Take every permit available at now_ms out of the pool (lock_available of
+ * them: the size drops to the permits taken). Returns how many. The caller has
+ * applied the time first (lock_expire). */
+uint32_t lock_drain(lockv *l, uint64_t now_ms);
+
 /* Whether any entry has a lock-delay (set, or running as a slot). */
 int lock_has_delays(const lockv *l);
 
@@ -161,11 +191,13 @@ int lock_has_delays(const lockv *l);
  * LOCK_BAD_DELAY); shared holders only on a lock of one permit that is no
  * concurrency limit, with no exclusive entry beside them (else
  * LOCK_BAD_SHARED); every weight from 1 to permits, and above 1 only on a
- * semaphore that is no concurrency limit (else LOCK_BAD_WEIGHT). 0 when it
- * does. */
+ * semaphore that is no concurrency limit (else LOCK_BAD_WEIGHT); an adjustment
+ * in -LOCK_MAX_PERMITS..LOCK_MAX_PERMITS, and 0 on a concurrency limit and
+ * beside shared holders (else LOCK_BAD_ADJUST). 0 when it does. */
 #define LOCK_BAD_DELAY 1
 #define LOCK_BAD_SHARED 2
 #define LOCK_BAD_WEIGHT 3
+#define LOCK_BAD_ADJUST 4
 int lock_check(const lockv *l);
 
 size_t lock_mem_usage(const lockv *l);

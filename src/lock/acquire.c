@@ -14,7 +14,8 @@
 
 typedef struct lock_reply {
     int error;          /* 1: WRONGTYPE, 2: tokens exhausted, 3: PERMITS differs, 4: write inside read,
-                         * 5: a reentry asking for more permits than held */
+                         * 5: a reentry asking for more permits than held, 6: READ on a pool with an
+                         * adjusted size */
     int granted;
     long long token;    /* fencing token, or -1 */
     long long ms;       /* granted: lease ms; not: ms until the earliest lease ends (or -1) */
@@ -38,6 +39,9 @@ static int reply_acquire(RedisModuleCtx *ctx, const lock_reply *r) {
     if (r->error == 5)
         return RedisModule_ReplyWithError(ctx, "ERR the owner re-enters holding fewer permits than this TAKE asks "
                                                "for; a reentry takes no more permits (release and acquire again)");
+    if (r->error == 6)
+        return RedisModule_ReplyWithError(ctx, "ERR READ is for a read-write lock: this key is a semaphore pool whose "
+                                               "size was changed (LOCK.ADD_PERMITS, LOCK.DRAIN_PERMITS)");
     if (r->error == 4)
         return RedisModule_ReplyWithError(ctx, "ERR the owner holds this lock for READ: a WRITE inside it would wait "
                                                "for itself; release the read hold first");
@@ -90,7 +94,9 @@ static void refuse(const lockv *l, const lock_req *req, uint64_t now_ms, long lo
     out->rl_style = req->rl_style;
     out->ms = first ? (long long)(first - now_ms) : -1;
     out->reset_ms = last ? (long long)(last - now_ms) : 0;
-    out->remaining = (long long)req->permits - live - queued;
+    long long size = (long long)req->permits + (l ? l->adjust : 0); /* the pool's size (lock_size) */
+    if (size > LOCK_MAX_PERMITS) size = LOCK_MAX_PERMITS;
+    out->remaining = size - live - queued;
     if (out->remaining < 0) out->remaining = 0;
 }
 
@@ -116,6 +122,11 @@ static int try_acquire(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleStri
             out->permits = l->permits;
             return 1;
         }
+        if (req->shared && l->adjust != 0) { /* no readers on a pool (core/lock.h) */
+            out->error = 6;
+            out->rl_style = req->rl_style;
+            return 1;
+        }
     }
     uint32_t old_permits = l->permits;
     l->permits = (uint32_t)req->permits;
@@ -134,7 +145,7 @@ static int try_acquire(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleStri
     if (o == LOCK_GRANTED || o == LOCK_REENTERED) {
         fencing_saw(token);
         if (created) RedisModule_ModuleTypeSetValue(key, LockType, l);
-        out->remaining = (long long)l->permits - (long long)lock_taken(l, now_ms);
+        out->remaining = (long long)lock_size(l) - (long long)lock_taken(l, now_ms);
         if (out->remaining < 0) out->remaining = 0;
         uint64_t first, last;
         live_bounds(l, now_ms, &first, &last);

@@ -11,9 +11,10 @@
 #include "server/waitq.h"
 
 /* The mode of a holder or a request: "read" or "write" on a lock of one
- * permit, "permit" on a semaphore or a concurrency limit. */
-static const char *mode_name(int shared, uint64_t permits) {
-    return permits > 1 ? "permit" : shared ? "read" : "write";
+ * permit, "permit" on a semaphore (a pool with an adjusted size included) or a
+ * concurrency limit. */
+static const char *mode_name(int shared, uint64_t permits, int32_t adjust) {
+    return permits > 1 || adjust != 0 ? "permit" : shared ? "read" : "write";
 }
 
 static void reply_field_ll(RedisModuleCtx *ctx, const char *name, long long v) {
@@ -32,7 +33,7 @@ static void reply_holder(RedisModuleCtx *ctx, const lockv *l, const lock_holder 
     RedisModule_ReplyWithArray(ctx, 20);
     RedisModule_ReplyWithSimpleString(ctx, "owner");
     RedisModule_ReplyWithStringBuffer(ctx, h->owner, h->owner_len);
-    reply_field_str(ctx, "mode", mode_name(h->shared, l->permits));
+    reply_field_str(ctx, "mode", mode_name(h->shared, l->permits, l->adjust));
     reply_field_ll(ctx, "weight", h->weight);
     reply_field_str(ctx, "state", delayed ? "lock-delay" : "held");
     reply_field_ll(ctx, "ms_left", (long long)(end - now_ms));
@@ -57,7 +58,7 @@ static void reply_waiter(void *arg, const waitq_waiter_info *w) {
     RedisModule_ReplyWithArray(ctx, 16);
     RedisModule_ReplyWithSimpleString(ctx, "owner");
     RedisModule_ReplyWithStringBuffer(ctx, req->owner, req->owner_len);
-    reply_field_str(ctx, "mode", mode_name(req->shared, req->permits));
+    reply_field_str(ctx, "mode", mode_name(req->shared, req->permits, 0));
     reply_field_ll(ctx, "permits", (long long)req->permits);
     reply_field_ll(ctx, "weight", req->weight ? (long long)req->weight : 1);
     reply_field_ll(ctx, "lease_ms", (long long)req->lease_ms);
@@ -68,12 +69,13 @@ static void reply_waiter(void *arg, const waitq_waiter_info *w) {
 
 /* The FULL view of the lock `l` at `keyname` (see inspect.h). */
 static void reply_full(RedisModuleCtx *ctx, RedisModuleString *keyname, const lockv *l, uint64_t now_ms) {
-    RedisModule_ReplyWithArray(ctx, 12);
+    RedisModule_ReplyWithArray(ctx, 16);
     reply_field_ll(ctx, "permits", l->permits);
-    uint32_t taken = lock_taken(l, now_ms);
-    reply_field_ll(ctx, "available", taken >= l->permits ? 0 : (long long)(l->permits - taken));
+    reply_field_ll(ctx, "adjustment", l->adjust);
+    reply_field_ll(ctx, "size", lock_size(l));
+    reply_field_ll(ctx, "available", lock_available(l, now_ms));
     reply_field_ll(ctx, "last_token", (long long)l->last_token);
-    reply_field_str(ctx, "kind", l->ephemeral ? "concurrency" : l->permits > 1 ? "semaphore" : "lock");
+    reply_field_str(ctx, "kind", l->ephemeral ? "concurrency" : l->permits > 1 || l->adjust ? "semaphore" : "lock");
     RedisModule_ReplyWithSimpleString(ctx, "holders");
     RedisModule_ReplyWithArray(ctx, lock_live_holders(l, now_ms));
     for (uint32_t i = 0; i < l->nholders; i++) {
@@ -89,9 +91,11 @@ static void reply_full(RedisModuleCtx *ctx, RedisModuleString *keyname, const lo
 
 /* LOCK.INSPECT <key> [FULL]
  * Reply: [permits, last fencing token, waiters, [[owner, lease ms left, token,
- * count], ...]] for the leases still running and the lock-delays (count 0, ms
- * until the delay ends: the owner's hold ended without a release); nil when
- * there is no such lock. FULL: see inspect.h. Read-only (runs on replicas). */
+ * count], ...], adjustment, size] for the leases still running and the
+ * lock-delays (count 0, ms until the delay ends: the owner's hold ended without
+ * a release), then the semaphore pool's adjustment and size (permits +
+ * adjustment, clamped); nil when there is no such lock. FULL: see inspect.h.
+ * Read-only (runs on replicas). */
 int lock_inspect_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc != 2 && argc != 3) return RedisModule_WrongArity(ctx);
     int full = argc == 3;
@@ -111,7 +115,7 @@ int lock_inspect_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc
         RedisModule_CloseKey(key);
         return REDISMODULE_OK;
     }
-    RedisModule_ReplyWithArray(ctx, 4);
+    RedisModule_ReplyWithArray(ctx, 6);
     RedisModule_ReplyWithLongLong(ctx, l->permits);
     RedisModule_ReplyWithLongLong(ctx, (long long)l->last_token);
     RedisModule_ReplyWithLongLong(ctx, waitq_length(ctx, argv[1]));
@@ -126,6 +130,8 @@ int lock_inspect_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc
         RedisModule_ReplyWithLongLong(ctx, (long long)h->token);
         RedisModule_ReplyWithLongLong(ctx, h->expires_ms > now_ms ? h->count : 0);
     }
+    RedisModule_ReplyWithLongLong(ctx, l->adjust);
+    RedisModule_ReplyWithLongLong(ctx, lock_size(l));
     RedisModule_CloseKey(key);
     return REDISMODULE_OK;
 }

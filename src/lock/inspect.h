@@ -1,10 +1,13 @@
 /* inspect.h -- LOCK.INSPECT, the lock family's read-only view.
  *
  *   LOCK.INSPECT key         [permits, last fencing token, waiters, [[owner,
- *                            lease_ms left, token, count], ...]]; count 0 is a
- *                            lock-delay (ms left: until it ends); nil: no lock
- *   LOCK.INSPECT key FULL    field/value pairs (as XINFO): permits, available
- *                            (permits free now), last_token, kind ("lock",
+ *                            lease_ms left, token, count], ...], adjustment,
+ *                            size]; count 0 is a lock-delay (ms left: until it
+ *                            ends); adjustment: the semaphore pool's, size:
+ *                            permits + adjustment clamped to 0..1024; nil: no lock
+ *   LOCK.INSPECT key FULL    field/value pairs (as XINFO): permits, adjustment,
+ *                            size, available (permits free now), last_token,
+ *                            kind ("lock",
  *                            "semaphore", "concurrency"), holders, waiters. Each
  *                            holder: owner, mode ("write", "read", "permit"),
  *                            weight (permits it takes), state ("held",

@@ -4,6 +4,7 @@
  *                [LOCKDELAY delay-ms] [WAIT timeout-ms | ACKS numreplicas timeout-ms]
  *   LOCK.RELEASE key owner       LOCK.EXTEND key owner lease-ms
  *   LOCK.INSPECT key [FULL]      (inspect.c)
+ *   LOCK.ADD_PERMITS, LOCK.DRAIN_PERMITS, LOCK.AVAILABLE_PERMITS   (pool_cmd.c)
  *   LOCK.STATE key ...           internal: replication and AOF
  *
  *   RL.CONCURRENCY key holder lease-ms limit [WAIT timeout-ms]
@@ -199,7 +200,8 @@ static int LockExtend_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv
 }
 
 /* LOCK.STATE <key> <permits> <last token> <nholders> [<owner> <lease end unix ms> <count> <token>]...
- *            [DELAY <holder index> <delay ms>]... [EPHEMERAL]
+ *            [DELAY <holder index> <delay ms>]... [SHARED <holder index>]... [TAKE <holder index> <k>]...
+ *            [ADJUST <a>] [EPHEMERAL]
  * Internal (replication, AOF; server/internal.h): replaces <key>'s value with exactly this
  * lock state, keeping the key's TTL (as the lock command it replicates did on the primary). */
 static int LockState_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
@@ -312,5 +314,6 @@ int lock_cmd_register(RedisModuleCtx *ctx) {
     fencing_promoted(mc_now_us()); /* a start may follow an unpersisted promotion (fencing.h) */
     if (leases_init(ctx, lock_expire_leases) == REDISMODULE_ERR) return REDISMODULE_ERR;
     if (sessions_init(ctx) == REDISMODULE_ERR) return REDISMODULE_ERR;
+    if (lock_pool_register(ctx) == REDISMODULE_ERR) return REDISMODULE_ERR;
     return mc_register_commands(ctx, commands, sizeof(commands) / sizeof(commands[0]), lock_cmdinfo);
 }

@@ -5,8 +5,9 @@
  * Files: lock_type.c (the type: RDB, AOF, digest, copy, memory), state.c (every
  * write committed and replicated), leases.c (lease timers, role changes),
  * sessions.c (release on disconnect), fencing.c (token floor), acquire.c
- * (grants and the wait queue), lock_cmd.c (the commands), lock_info.c
- * (COMMAND DOCS). */
+ * (grants and the wait queue), lock_cmd.c (the commands), pool_cmd.c (a
+ * semaphore pool's size: LOCK.ADD_PERMITS, LOCK.DRAIN_PERMITS,
+ * LOCK.AVAILABLE_PERMITS), lock_info.c (COMMAND DOCS). */
 #ifndef MC_LOCK_GLUE_H
 #define MC_LOCK_GLUE_H
 
@@ -20,7 +21,8 @@
 #define LOCK_ENCVER_1 1 /* permits, last_token, holders (owner, expires_ms, count, token) */
 #define LOCK_ENCVER_2 2 /* + flags (ephemeral) */
 #define LOCK_ENCVER_3 3 /* + each holder's delay_ms; count 0 allowed (a lock-delay slot) */
-#define LOCK_ENCVER_LATEST LOCK_ENCVER_3
+#define LOCK_ENCVER_4 4 /* + after the flags, the semaphore pool's adjustment (signed) */
+#define LOCK_ENCVER_LATEST LOCK_ENCVER_4
 #define LOCK_MAX_TIME_MS (1ULL << 48)
 #define CMD_LOCK_STATE "LOCK.STATE"
 
@@ -29,6 +31,8 @@ extern RedisModuleType *LockType;
 int lock_type_register(RedisModuleCtx *ctx);
 /* The commands, their lease timers and sessions (lock_cmd.c). */
 int lock_cmd_register(RedisModuleCtx *ctx);
+/* The semaphore pool's commands (pool_cmd.c), registered by lock_cmd_register. */
+int lock_pool_register(RedisModuleCtx *ctx);
 /* The `locks` INFO section (lock_cmd.c): state.c's counters and latencies, the
  * wait queues' lengths. */
 void lock_info(RedisModuleInfoCtx *ctx);
@@ -37,7 +41,8 @@ void lock_info(RedisModuleInfoCtx *ctx);
 extern mc_cmdinfo lock_cmdinfo[];
 
 /* Arguments after the key of a LOCK.STATE rebuilding `l`:
- * permits last_token nholders [owner expires_ms count token]... [EPHEMERAL]
+ * permits last_token nholders [owner expires_ms count token]... [DELAY i ms]...
+ * [SHARED i]... [TAKE i k]... [ADJUST a] [EPHEMERAL]
  * Free with mc_free_args. */
 RedisModuleString **lock_state_args(const lockv *l, size_t *n);
 

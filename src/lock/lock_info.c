@@ -52,6 +52,10 @@ static RedisModuleCommandArg args_lock_take[] = {
 static RedisModuleCommandArg args_lock_shared[] = {
     {.name = "shared", .type = REDISMODULE_ARG_TYPE_PURE_TOKEN, .key_spec_index = -1, .token = "SHARED"},
     ARG_INT("holder-index", "a holder that reads (a read-write lock)"), {0}};
+static RedisModuleCommandArg args_lock_adjust[] = {
+    {.name = "adjust", .type = REDISMODULE_ARG_TYPE_PURE_TOKEN, .key_spec_index = -1, .token = "ADJUST"},
+    ARG_INT("a", "the semaphore pool's adjustment, -1024 to 1024: its size is permits + a, clamped to 0..1024"),
+    {0}};
 static RedisModuleCommandArg args_lock_state[] = {
     ARG_KEY("key", 0, NULL), ARG_INT("permits", NULL), ARG_INT("last_token", NULL), ARG_INT("nholders", NULL),
     {.name = "holder", .type = REDISMODULE_ARG_TYPE_BLOCK, .key_spec_index = -1,
@@ -62,10 +66,18 @@ static RedisModuleCommandArg args_lock_state[] = {
      .flags = REDISMODULE_CMD_ARG_MULTIPLE | REDISMODULE_CMD_ARG_OPTIONAL, .subargs = args_lock_shared},
     {.name = "weighted-holder", .type = REDISMODULE_ARG_TYPE_BLOCK, .key_spec_index = -1,
      .flags = REDISMODULE_CMD_ARG_MULTIPLE | REDISMODULE_CMD_ARG_OPTIONAL, .subargs = args_lock_take},
+    {.name = "pool-adjustment", .type = REDISMODULE_ARG_TYPE_BLOCK, .key_spec_index = -1,
+     .flags = REDISMODULE_CMD_ARG_OPTIONAL, .subargs = args_lock_adjust},
     {.name = "ephemeral", .type = REDISMODULE_ARG_TYPE_PURE_TOKEN, .key_spec_index = -1, .token = "EPHEMERAL",
      .summary = "a concurrency limit's key (RL.CONCURRENCY), deleted once nobody holds it",
      .flags = REDISMODULE_CMD_ARG_OPTIONAL},
     {0}};
+#define OPT_POOL_PERMITS \
+    OPT_INT("PERMITS", "n", "the semaphore's base size, as its acquirers pass it: needed when the key is missing")
+static RedisModuleCommandArg args_lock_add_permits[] = {
+    ARG_KEY("key", 0, NULL), ARG_INT("delta", "permits to add, -1024 to 1024 (negative: remove)"), OPT_POOL_PERMITS,
+    {0}};
+static RedisModuleCommandArg args_lock_pool[] = {ARG_KEY("key", 0, NULL), OPT_POOL_PERMITS, {0}};
 static RedisModuleCommandArg args_concurrency[] = {
     ARG_KEY("key", 0, NULL), ARG_STR("holder", "1 to 256 bytes"), ARG_INT("lease-ms", "milliseconds"),
     ARG_INT("limit", "holders at once"), OPT_INT("WAIT", "timeout-ms", "block up to this many milliseconds for a slot"), {0}};
@@ -82,6 +94,15 @@ mc_cmdinfo lock_cmdinfo[] = {
           "lock-delay)]; FULL: holders and waiters in detail",
           "O(P + W) for P permits and W waiters", -2,
           KS_RO, args_lock_inspect)},
+    {"LOCK.ADD_PERMITS",
+     INFO("Changes a semaphore pool's size by delta (signed; holders keep their permits): the size after",
+          "O(P) for P permits", -3, KS_RW, args_lock_add_permits)},
+    {"LOCK.DRAIN_PERMITS",
+     INFO("Takes every permit free now out of a semaphore pool until LOCK.ADD_PERMITS gives them back: how many",
+          "O(P) for P permits", -2, KS_RW, args_lock_pool)},
+    {"LOCK.AVAILABLE_PERMITS",
+     INFO("The permits of a semaphore pool free now (nil: no such key, without PERMITS)", "O(P + W) for P permits and "
+          "W waiters", -2, KS_RO, args_lock_pool)},
     {"RL.CONCURRENCY",
      INFO("Concurrency limit with leases: [allowed, remaining, retry_after_ms, reset_after_ms]", "O(N) for N slots",
           -5, KS_RW, args_concurrency)},

@@ -9,6 +9,9 @@
  *             token, delay_ms, shared, weight), flags; count 0 is a lock-delay slot,
  *             shared 1 a read hold of a read-write lock, weight the permits the
  *             entry takes (core/lock.h)
+ *   encver 4: encver 3, then the semaphore pool's adjustment (SaveSigned,
+ *             -LOCK_MAX_PERMITS..LOCK_MAX_PERMITS; 0 on a concurrency limit or
+ *             beside readers)
  * Lease ends are absolute Unix milliseconds. A session holder's connection is
  * not persisted: after a restart or failover its lease is what ends it. */
 #include <string.h>
@@ -39,10 +42,11 @@ static void LockRdbSave(RedisModuleIO *rdb, void *value) {
         RedisModule_SaveUnsigned(rdb, h->weight);
     }
     RedisModule_SaveUnsigned(rdb, l->ephemeral ? 1 : 0);
+    RedisModule_SaveSigned(rdb, l->adjust);
 }
 
 static void *LockRdbLoad(RedisModuleIO *rdb, int encver) {
-    if (encver < LOCK_ENCVER_1 || encver > LOCK_ENCVER_3) {
+    if (encver < LOCK_ENCVER_1 || encver > LOCK_ENCVER_4) {
         RedisModule_LogIOError(rdb, "warning", "mcaptcha_cache: lock encoding version %d is not one this module reads (%d)",
                                encver, LOCK_ENCVER_LATEST);
         return NULL;
@@ -97,6 +101,16 @@ static void *LockRdbLoad(RedisModuleIO *rdb, int encver) {
         LOAD_U64(flags, 1);
         l->ephemeral = (uint32_t)flags;
     }
+    if (encver >= LOCK_ENCVER_4) {
+        int64_t adjust = RedisModule_LoadSigned(rdb);
+        if (RedisModule_IsIOError(rdb)) goto fail;
+        if (adjust < -LOCK_MAX_PERMITS || adjust > LOCK_MAX_PERMITS) {
+            RedisModule_LogIOError(rdb, "warning", "mcaptcha_cache: stored value refused: field adjust = %lld, not in [%d, %d]",
+                                   (long long)adjust, -LOCK_MAX_PERMITS, LOCK_MAX_PERMITS);
+            goto fail;
+        }
+        l->adjust = (int32_t)adjust;
+    }
     int bad = lock_check(l);
     if (bad == LOCK_BAD_DELAY) {
         RedisModule_LogIOError(rdb, "warning", "mcaptcha_cache: stored value refused: field delay_ms = 0 on a "
@@ -106,6 +120,11 @@ static void *LockRdbLoad(RedisModuleIO *rdb, int encver) {
     if (bad == LOCK_BAD_SHARED) {
         RedisModule_LogIOError(rdb, "warning", "mcaptcha_cache: stored value refused: field shared = 1 on a "
                                                "semaphore, a concurrency limit or beside an exclusive holder");
+        goto fail;
+    }
+    if (bad == LOCK_BAD_ADJUST) {
+        RedisModule_LogIOError(rdb, "warning", "mcaptcha_cache: stored value refused: field adjust set on a "
+                                               "concurrency limit or beside shared holders");
         goto fail;
     }
     if (bad) {
@@ -123,7 +142,7 @@ fail:
 }
 
 RedisModuleString **lock_state_args(const lockv *l, size_t *n) {
-    RedisModuleString **argv = RedisModule_Alloc(sizeof(*argv) * (4 + 12 * (size_t)l->nholders));
+    RedisModuleString **argv = RedisModule_Alloc(sizeof(*argv) * (6 + 12 * (size_t)l->nholders));
     size_t at = 0;
     argv[at++] = RedisModule_CreateStringFromLongLong(NULL, l->permits);
     argv[at++] = RedisModule_CreateStringFromLongLong(NULL, (long long)l->last_token);
@@ -152,21 +171,26 @@ RedisModuleString **lock_state_args(const lockv *l, size_t *n) {
         argv[at++] = RedisModule_CreateStringFromLongLong(NULL, i);
         argv[at++] = RedisModule_CreateStringFromLongLong(NULL, l->holders[i].weight);
     }
+    if (l->adjust != 0) {
+        argv[at++] = RedisModule_CreateString(NULL, "ADJUST", 6);
+        argv[at++] = RedisModule_CreateStringFromLongLong(NULL, l->adjust);
+    }
     if (l->ephemeral) argv[at++] = RedisModule_CreateString(NULL, "EPHEMERAL", 9);
     *n = at;
     return argv;
 }
 
 /* The error texts below name LOCK_MAX_TOKEN's and LOCK_MAX_PERMITS' values. */
-_Static_assert(LOCK_MAX_PERMITS == 1024, "update the TAKE range in holder_options_from_args' error");
+_Static_assert(LOCK_MAX_PERMITS == 1024, "update the TAKE and ADJUST ranges in holder_options_from_args' errors");
 _Static_assert(LOCK_MAX_TOKEN == 4611686018427387904ULL, "update the token range in lock_from_args' errors");
 
 /* lock_from_args' part after the holders: [DELAY index delay-ms]...
- * [SHARED index]... [TAKE index k]...; they go to holders of `l`. 0, or -1
- * when malformed (*err set for a bad DELAY, SHARED or TAKE, left as the
- * caller's syntax text for anything else). */
+ * [SHARED index]... [TAKE index k]... [ADJUST a]; they go to holders of `l`
+ * (ADJUST: to `l`, once). 0, or -1 when malformed (*err set for a bad DELAY,
+ * SHARED, TAKE or ADJUST, left as the caller's syntax text for anything
+ * else). */
 static int holder_options_from_args(lockv *l, RedisModuleString **argv, int argc, const char **err) {
-    int i = 0;
+    int i = 0, adjust_seen = 0;
     while (i < argc) {
         uint64_t at, delay;
         if (mc_is_word(argv[i], "DELAY")) {
@@ -194,6 +218,16 @@ static int holder_options_from_args(lockv *l, RedisModuleString **argv, int argc
             }
             l->holders[at].weight = (uint32_t)k;
             i += 3;
+        } else if (mc_is_word(argv[i], "ADJUST")) {
+            long long a;
+            if (i + 2 > argc || adjust_seen || RedisModule_StringToLongLong(argv[i + 1], &a) != REDISMODULE_OK ||
+                a < -LOCK_MAX_PERMITS || a > LOCK_MAX_PERMITS) {
+                *err = "expected ADJUST a (-1024 to 1024, once) after the holders";
+                return -1;
+            }
+            l->adjust = (int32_t)a;
+            adjust_seen = 1;
+            i += 2;
         } else {
             return -1; /* *err: the syntax */
         }
@@ -204,7 +238,7 @@ static int holder_options_from_args(lockv *l, RedisModuleString **argv, int argc
 lockv *lock_from_args(RedisModuleString **argv, int argc, const char **err) {
     uint64_t permits, last, n;
     static const char *syntax = "expected permits last_token nholders [owner expires_ms count token]... "
-                                "[DELAY index ms]... [SHARED index]... [TAKE index k]... [EPHEMERAL]";
+                                "[DELAY index ms]... [SHARED index]... [TAKE index k]... [ADJUST a] [EPHEMERAL]";
     *err = syntax;
     int ephemeral = argc > 0 && mc_is_word(argv[argc - 1], "EPHEMERAL");
     if (ephemeral) argc--;
@@ -239,7 +273,8 @@ lockv *lock_from_args(RedisModuleString **argv, int argc, const char **err) {
     }
     if (lock_check(l) != 0) {
         *err = "a holder with count 0 (a lock-delay) needs its DELAY; a concurrency limit (EPHEMERAL) has no DELAY, "
-               "SHARED nor TAKE; SHARED holders only with permits 1 and no exclusive holder; TAKE k up to permits";
+               "SHARED, TAKE nor ADJUST; SHARED holders only with permits 1, no exclusive holder and no ADJUST; TAKE k "
+               "up to permits";
         lock_free(l);
         return NULL;
     }
@@ -258,6 +293,10 @@ static void LockDigest(RedisModuleDigest *md, void *value) {
     RedisModule_DigestAddLongLong(md, l->permits);
     RedisModule_DigestAddLongLong(md, (long long)l->last_token);
     RedisModule_DigestAddLongLong(md, l->ephemeral);
+    if (l->adjust) { /* tagged, and only when set: an unadjusted lock's digest is as before */
+        RedisModule_DigestAddStringBuffer(md, "adjust", 6);
+        RedisModule_DigestAddLongLong(md, l->adjust);
+    }
     for (uint32_t i = 0; i < l->nholders; i++) {
         lock_holder *h = &l->holders[i];
         RedisModule_DigestAddStringBuffer(md, h->owner, h->owner_len);

@@ -44,16 +44,17 @@ int lock_open_kind(RedisModuleCtx *ctx, RedisModuleString *keyname, int mode, in
 
 /* Replicate LOCK.STATE with the lock's exact state (lock_state_args' layout).
  * A free lock and a lock with one plain holder (exclusive, one permit, no
- * lock-delay) -- the common cases -- go straight into RedisModule_Replicate's format, without building
- * module strings. */
+ * lock-delay) without a pool adjustment -- the common cases -- go straight
+ * into RedisModule_Replicate's format, without building module strings. */
 static void replicate_state(RedisModuleCtx *ctx, RedisModuleString *keyname, const lockv *l) {
     long long permits = l->permits, last = (long long)l->last_token;
-    if (l->nholders == 0) {
+    if (l->nholders == 0 && l->adjust == 0) {
         if (l->ephemeral) RedisModule_Replicate(ctx, CMD_LOCK_STATE, "slllc", keyname, permits, last, 0LL, "EPHEMERAL");
         else RedisModule_Replicate(ctx, CMD_LOCK_STATE, "slll", keyname, permits, last, 0LL);
         return;
     }
-    if (l->nholders == 1 && l->holders[0].delay_ms == 0 && !l->holders[0].shared && l->holders[0].weight == 1) {
+    if (l->adjust == 0 && l->nholders == 1 && l->holders[0].delay_ms == 0 && !l->holders[0].shared &&
+        l->holders[0].weight == 1) {
         const lock_holder *h = &l->holders[0];
         long long exp = (long long)h->expires_ms, count = h->count, token = (long long)h->token;
         if (l->ephemeral)

@@ -13,7 +13,8 @@
  *                  2 lock (mcap-lock; ratelimit_type.c, lock_type.c)
  *   (b0 >> 2) % 4: encver 0, 1, 2 (unknown but for the lock), or a wild one
  *                  (b0 >> 4) * 1000 - 7000 (1000..8000 for the newer types),
- *                  except for the lock when b0 & 0x10: its encver 3
+ *                  except for the lock when b0 & 0x10: its encver 3, or 4
+ *                  when b0 & 0x20 too
  *   b0 & 0x40:     a key name is available from the IO (legacy, lock)
  * On a successful load: invariants of the value, then rdb_save into a buffer,
  * reload it with the current encver (it must be consumed exactly and give
@@ -112,6 +113,9 @@ static void check_lock_value(const lockv *l) {
     FUZZ_CHECK(l->nholders <= LOCK_MAX_PERMITS);
     FUZZ_CHECK(l->last_token <= LOCK_MAX_TOKEN);
     FUZZ_CHECK(l->ephemeral == 0 || l->ephemeral == 1);
+    FUZZ_CHECK(l->adjust >= -LOCK_MAX_PERMITS && l->adjust <= LOCK_MAX_PERMITS);
+    FUZZ_CHECK(l->adjust == 0 || !l->ephemeral);
+    FUZZ_CHECK(lock_size(l) <= LOCK_MAX_PERMITS);
     FUZZ_CHECK(l->nholders == 0 || l->holders != NULL);
     for (uint32_t i = 0; i < l->nholders; i++) {
         const lock_holder *h = &l->holders[i];
@@ -121,7 +125,7 @@ static void check_lock_value(const lockv *l) {
         FUZZ_CHECK(h->delay_ms <= LOCK_MAX_LEASE_MS);
         FUZZ_CHECK(!l->ephemeral || h->delay_ms == 0);
         FUZZ_CHECK(h->shared <= 1);
-        FUZZ_CHECK(!h->shared || (l->permits == 1 && !l->ephemeral));
+        FUZZ_CHECK(!h->shared || (l->permits == 1 && !l->ephemeral && l->adjust == 0));
         FUZZ_CHECK(h->shared == l->holders[0].shared); /* readers, or exclusive entries: never both */
         FUZZ_CHECK(h->weight >= 1 && h->weight <= l->permits && (h->weight == 1 || !l->ephemeral));
         FUZZ_CHECK(h->expires_ms <= LOCK_MAX_TIME_MS);
@@ -280,7 +284,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     case 0: encver = 0; break;
     case 1: encver = 1; break;
     case 2: encver = 2; break;
-    default: encver = (which == T_LOCK && (b0 & 0x10)) ? LOCK_ENCVER_3 : (b0 >> 4) * 1000 - 7000; break;
+    default:
+        encver = (which == T_LOCK && (b0 & 0x10)) ? ((b0 & 0x20) ? LOCK_ENCVER_4 : LOCK_ENCVER_3)
+                                                  : (b0 >> 4) * 1000 - 7000;
+        break;
     }
     g_fuzz_now_ms = 1700000000000ULL + (uint64_t)data[1] * 977;
     const type_ops *t = &TYPES[which];
@@ -304,12 +311,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     FUZZ_CHECK(which != 2 || encver == LEGACY_ENCVER);
     FUZZ_CHECK(which != T_GCRA || encver == GCRA_ENCVER_1);
     FUZZ_CHECK(which != T_WINDOW || encver == WINDOW_ENCVER_1);
-    FUZZ_CHECK(which != T_LOCK || encver == LOCK_ENCVER_1 || encver == LOCK_ENCVER_2 || encver == LOCK_ENCVER_3);
+    FUZZ_CHECK(which != T_LOCK || encver == LOCK_ENCVER_1 || encver == LOCK_ENCVER_2 || encver == LOCK_ENCVER_3 ||
+               encver == LOCK_ENCVER_4);
     if (which == T_LOCK) {
         /* lock_loaded once, with the IO's db and key name */
         FUZZ_CHECK(g_lock_loaded_calls == 1 && g_lock_loaded_db == io.dbid && g_lock_loaded_key == io.key);
         FUZZ_CHECK(encver >= LOCK_ENCVER_2 || ((lockv *)v)->ephemeral == 0);
         FUZZ_CHECK(encver >= LOCK_ENCVER_3 || !lock_has_delays(v));
+        FUZZ_CHECK(encver >= LOCK_ENCVER_4 || ((lockv *)v)->adjust == 0);
     } else {
         FUZZ_CHECK(g_lock_loaded_calls == 0);
     }

@@ -152,6 +152,15 @@ put("rdb_load", "lock_v3_weight_above_permits", b0(5, 3, wild=9) + b"\x00" + var
     + hold3("a", last + 900, 1, 40, 0, 0, 3) + varint(0))
 put("rdb_load", "lock_v3_ephemeral_with_delay", b0(5, 3, wild=9) + b"\x00" + varint(1) + varint(50) + varint(1)
     + hold3("a", last + 900, 1, 40, 10) + varint(1))
+# encver 4 (b0 & 0x10 and 0x20 with the wild selector): encver 3, then the pool's
+# adjustment (a signed varint: zigzag in the stand-in IO)
+zz = lambda v: varint((v << 1) ^ (v >> 63) if v >= 0 else ((-v) << 1) - 1)
+put("rdb_load", "lock_v4_adjusted", b0(5, 3, key=True, wild=15) + b"\x00" + varint(3) + varint(50) + varint(1)
+    + hold3("a", last + 900, 1, 40, 0, 0, 2) + varint(0) + zz(-2))
+put("rdb_load", "lock_v4_adjust_out_of_range", b0(5, 3, wild=11) + b"\x00" + varint(3) + varint(50) + varint(0)
+    + varint(0) + zz(1025))
+put("rdb_load", "lock_v4_adjusted_ephemeral", b0(5, 3, wild=11) + b"\x00" + varint(3) + varint(50) + varint(0)
+    + varint(1) + zz(1))
 
 # ---- cmd_args: CAPTCHA_SET arguments after the key, space separated ----
 put("cmd_args", "valid_empty", "30 2 50 50 500 500 0 0")

@@ -1,5 +1,6 @@
 /* test_lock.c -- unit tests of the lock core (src/core/lock.c): grants, leases,
- * reentrancy, semaphores, fencing tokens, lock-delays and restore checks. */
+ * reentrancy, semaphores, fencing tokens, lock-delays, restore checks and the
+ * semaphore pool's adjustment (add, drain, available). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -299,6 +300,73 @@ static void test_weighted_permits(void **state) {
     lock_free(l);
 }
 
+/* The pool: the size is permits + adjust (clamped); adding changes the
+ * adjustment, draining takes what is free, lowering below taken takes nothing
+ * from holders; lock-delay slots count as taken. */
+static void test_semaphore_pool(void **state) {
+    (void)state;
+    lockv *l = lock_new(3);
+    uint64_t t;
+    lock_grant g1 = {.lease_ms = 1000};
+    lock_grant g2 = {.lease_ms = 100, .weight = 2, .delay_ms = 500};
+    assert_int_equal(lock_size(l), 3);
+    assert_int_equal(lock_add_permits(l, 2), 0);
+    assert_int_equal(l->adjust, 2);
+    assert_int_equal(lock_size(l), 5);
+    assert_int_equal(lock_acquire(l, "a", 1, NOW, &g2, US(NOW), &t), LOCK_GRANTED);
+    assert_int_equal(lock_available(l, NOW), 3);
+    assert_int_equal(lock_drain(l, NOW), 3);                       /* the size drops to the 2 taken */
+    assert_int_equal(lock_size(l), 2);
+    assert_int_equal(l->adjust, -1);
+    assert_int_equal(lock_available(l, NOW), 0);
+    assert_int_equal(lock_acquire(l, "b", 1, NOW, &g1, US(NOW), &t), LOCK_BUSY);
+    assert_int_equal(lock_drain(l, NOW), 0);
+    /* lowering below the taken: allowed, holders keep theirs, no grant */
+    assert_int_equal(lock_add_permits(l, -2), 0);
+    assert_int_equal(lock_size(l), 0);
+    assert_int_equal(lock_available(l, NOW), 0);
+    assert_int_equal(lock_add_permits(l, -1), -1);                 /* below 0: refused, unchanged */
+    assert_int_equal(l->adjust, -3);
+    assert_int_equal(lock_add_permits(l, LOCK_MAX_PERMITS + 1), -1);
+    assert_int_equal(lock_add_permits(l, 3), 0);                   /* size 3, 2 taken */
+    assert_int_equal(lock_acquire(l, "b", 1, NOW, &g1, US(NOW), &t), LOCK_GRANTED);
+    assert_int_equal(lock_acquire(l, "c", 1, NOW, &g1, US(NOW), &t), LOCK_BUSY);
+    /* a's lease ends into its lock-delay: its 2 permits stay taken */
+    lock_expire(l, NOW + 100, NULL);
+    assert_int_equal(lock_available(l, NOW + 100), 0);
+    assert_int_equal(lock_available(l, NOW + 600), 2);
+    assert_int_equal(lock_check(l), 0);
+    lockv *d = lock_dup(l);
+    assert_int_equal(d->adjust, 0);
+    lock_free(d);
+    /* the clamp: a base size changed under an adjustment */
+    l->permits = 2;
+    l->adjust = -3;
+    assert_int_equal(lock_size(l), 0);
+    assert_int_equal(lock_add_permits(l, 1), 0);                  /* from the clamped size 0 */
+    assert_int_equal(lock_size(l), 1);
+    assert_int_equal(l->adjust, -1);
+    l->adjust = LOCK_MAX_PERMITS;
+    assert_int_equal(lock_size(l), LOCK_MAX_PERMITS);
+    assert_int_equal(lock_check(l), 0);
+    l->adjust = LOCK_MAX_PERMITS + 1;
+    assert_int_equal(lock_check(l), LOCK_BAD_ADJUST);
+    l->adjust = 1;
+    l->ephemeral = 1;                                              /* a concurrency limit: none */
+    l->holders[0].delay_ms = 0;
+    l->holders[0].count = 1;
+    l->holders[0].weight = 1;
+    assert_int_equal(lock_check(l), LOCK_BAD_ADJUST);
+    lock_free(l);
+    /* readers: no adjustment beside them, and no READ grant under one */
+    l = lock_new(1);
+    assert_int_equal(acq_rw(l, "r", NOW, 1, 0, &t), LOCK_GRANTED);
+    l->adjust = 1;
+    assert_int_equal(lock_check(l), LOCK_BAD_ADJUST);
+    assert_int_equal(acq_rw(l, "s", NOW, 1, 0, &t), LOCK_BUSY);
+    lock_free(l);
+}
+
 static void test_restore_lock_delays(void **state) {
     (void)state;
     lockv *l = lock_new(2);
@@ -328,6 +396,7 @@ int main(void) {
         cmocka_unit_test(test_restore_lock_delays),
         cmocka_unit_test(test_read_write),
         cmocka_unit_test(test_weighted_permits),
+        cmocka_unit_test(test_semaphore_pool),
     };
     return cmocka_run_group_tests_name("lock", tests, NULL, NULL);
 }

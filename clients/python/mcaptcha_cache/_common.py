@@ -59,20 +59,25 @@ class Holder:
 @dataclass(frozen=True)
 class LockInfo:
     """``LOCK.INSPECT``: ``permits`` (1 for a mutex), ``last_token`` (the last fencing token
-    granted), ``waiters`` (clients blocked in WAIT), ``holders`` (list of :class:`Holder`)."""
+    granted), ``waiters`` (clients blocked in WAIT), ``holders`` (list of :class:`Holder`),
+    ``adjustment`` (a semaphore pool's, :meth:`Semaphore.add_permits`) and ``size`` (the
+    pool's size: permits + adjustment, clamped to 0..1024; None from a server without it)."""
 
     permits: int
     last_token: int
     waiters: int
     holders: List[Holder]
+    adjustment: int = 0
+    size: Optional[int] = None
 
     @classmethod
     def from_reply(cls, reply):
         if reply is None:
             return None
         permits, last, waiters, holders = reply[0], reply[1], reply[2], reply[3]
+        adjustment, size = (int(reply[4]), int(reply[5])) if len(reply) >= 6 else (0, None)
         return cls(int(permits), int(last), int(waiters),
-                   [Holder(to_str(h[0]), int(h[1]), int(h[2]), int(h[3])) for h in holders])
+                   [Holder(to_str(h[0]), int(h[1]), int(h[2]), int(h[3])) for h in holders], adjustment, size)
 
 
 @dataclass(frozen=True)

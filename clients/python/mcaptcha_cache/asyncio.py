@@ -256,6 +256,24 @@ class Semaphore(Lock):
         _lock._LockBase.__init__(self, client, name, lease_ms, wait_ms, session, _permits=permits,
                                  _take=take, **kw)
 
+    async def _pool(self, cmd, *args):
+        try:
+            return int(await self.client.execute_command(cmd, self.name, *args, "PERMITS", self._permits))
+        except redis.exceptions.ResponseError as e:
+            raise map_error(e) from e
+
+    async def add_permits(self, delta):
+        """See :meth:`mcaptcha_cache.Semaphore.add_permits`."""
+        return await self._pool("LOCK.ADD_PERMITS", _lock.check_delta(delta))
+
+    async def drain_permits(self):
+        """See :meth:`mcaptcha_cache.Semaphore.drain_permits`."""
+        return await self._pool("LOCK.DRAIN_PERMITS")
+
+    async def available_permits(self):
+        """See :meth:`mcaptcha_cache.Semaphore.available_permits`."""
+        return await self._pool("LOCK.AVAILABLE_PERMITS")
+
 
 class ReadWriteLock(_lock.ReadWriteLock):
     __doc__ = ("asyncio version of :class:`mcaptcha_cache.ReadWriteLock`: ``read_lock()`` and "

@@ -369,7 +369,12 @@ class Semaphore(Lock):
     the same shape as :class:`Lock` (one instance is one holder; the watchdog renews it). It
     takes ``take`` permits at once (``LOCK.ACQUIRE … TAKE k``: all or none, first come first
     served, so a large request is not overtaken by smaller ones). Every holder must use the
-    same ``permits`` while any holds it, or the acquire raises :class:`PermitsMismatch`."""
+    same ``permits`` while any holds it, or the acquire raises :class:`PermitsMismatch`.
+
+    The pool (Redisson's ``addPermits``, ``drainPermits``, ``availablePermits``):
+    :meth:`add_permits`, :meth:`drain_permits` and :meth:`available_permits` change or read the
+    pool's size on the server, which is ``permits`` plus a persisted adjustment; every instance
+    keeps passing the same ``permits``."""
 
     def __init__(self, client, name, permits, lease_ms, wait_ms=None, session=False, *, take=1, **kw):
         permits = check_permits(permits)
@@ -377,6 +382,36 @@ class Semaphore(Lock):
         if take > permits:
             raise ValueError("take (%d) must not exceed permits (%d)" % (take, permits))
         _LockBase.__init__(self, client, name, lease_ms, wait_ms, session, _permits=permits, _take=take, **kw)
+
+    def _pool(self, cmd, *args):
+        try:
+            return int(self.client.execute_command(cmd, self.name, *args, "PERMITS", self._permits))
+        except redis.exceptions.ResponseError as e:
+            raise map_error(e) from e
+
+    def add_permits(self, delta):
+        """``LOCK.ADD_PERMITS``: change the pool's size by ``delta`` (an int, -1024 to 1024;
+        negative: smaller, even below the permits taken -- the holders keep theirs and no
+        permit is granted until fewer are taken than the size). Returns the size after; a
+        size outside 0..1024 raises :class:`ServerError` and changes nothing. Permits added
+        serve the waiters first."""
+        return self._pool("LOCK.ADD_PERMITS", check_delta(delta))
+
+    def drain_permits(self):
+        """``LOCK.DRAIN_PERMITS``: take every permit free now out of the pool (held by nobody)
+        until :meth:`add_permits` gives them back. Returns how many."""
+        return self._pool("LOCK.DRAIN_PERMITS")
+
+    def available_permits(self):
+        """``LOCK.AVAILABLE_PERMITS``: the permits free now (the pool's size minus those taken by
+        holders and lock-delays; queued requests are not subtracted)."""
+        return self._pool("LOCK.AVAILABLE_PERMITS")
+
+
+def check_delta(delta):
+    if isinstance(delta, bool) or not isinstance(delta, int) or not -1024 <= delta <= 1024:
+        raise ValueError("delta must be an int from -1024 to 1024, got %r" % (delta,))
+    return delta
 
 
 def check_permits(permits):

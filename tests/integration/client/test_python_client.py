@@ -9,7 +9,8 @@ the second queued on the server (LOCK.INSPECT waiters) with no command sent whil
 waits longer than the socket timeout split into server-side rounds; the watchdog keeping a
 1.5 s lease for longer than the lease and sending no LOCK.EXTEND after the release (INFO
 commandstats); a lost lease reported (lock.lost, on_lost, LockLost from release/extend and
-from the end of a with block); Semaphore permits; RateLimiter decisions against raw RL.GCRA,
+from the end of a with block); Semaphore permits and its pool (add_permits, drain_permits,
+available_permits, and their async twins); RateLimiter decisions against raw RL.GCRA,
 SlidingWindowLimiter, WAIT, refunds; the rate_limited decorator; Captcha add/visit/count and
 challenges; typed errors; the asyncio classes; Lock, Semaphore and RateLimiter through
 redis.cluster.RedisCluster.
@@ -90,7 +91,8 @@ def test_lock_context_manager_and_fencing_tokens(server):
     for _ in range(3):
         with Lock(r, "orders:42", lease_ms=2000) as lock:
             assert lock.held and isinstance(lock.token, int)
-            permits, last, waiters, holders = inspect(r, "orders:42")
+            permits, last, waiters, holders, adjustment, size = inspect(r, "orders:42")
+            assert (adjustment, size) == (0, 1)
             assert (permits, last, waiters) == (1, lock.token, 0)
             assert [(s(h[0]), h[2], h[3]) for h in holders] == [(lock.owner, lock.token, 1)]
             assert 0 < holders[0][1] <= 2000
@@ -156,7 +158,7 @@ def test_two_holders_exclude_each_other_waiting_on_the_server(server):
     token, granted_at, holders, owner = got[0]
     assert granted_at >= released_at and holders == [owner]
     assert token > a.token
-    assert inspect(r, key)[2:] == [0, []]
+    assert inspect(r, key)[2:] == [0, [], 0, 1]
 
 
 def test_waits_longer_than_the_socket_timeout_run_in_rounds(server):
@@ -352,6 +354,54 @@ def test_semaphore_permits(server):
     assert sems[0].inspect().holders == []
     with Semaphore(r, "pool", 2, 1000) as sm:  # free again: the next acquire sets the size
         assert sm.inspect().permits == 2
+
+
+def test_semaphore_pool(server):
+    r = server.client(decode_responses=True)
+    a, b, c = (Semaphore(r, "sp", 2, 60000) for _ in range(3))
+    assert a.available_permits() == 2  # no key yet: the base size
+    assert a.acquire(wait_ms=0)
+    assert b.add_permits(1) == 3 and c.available_permits() == 2
+    assert b.acquire(wait_ms=0) and c.acquire(wait_ms=0)
+    assert a.available_permits() == 0
+    assert a.add_permits(-2) == 1  # below the three taken: the holders keep theirs
+    info = a.inspect()
+    assert (info.permits, info.adjustment, info.size, len(info.holders)) == (2, -1, 1, 3)
+    a.release()
+    b.release()
+    assert c.available_permits() == 0
+    c.release()
+    assert a.available_permits() == 1
+    assert a.drain_permits() == 1 and a.available_permits() == 0
+    assert not b.acquire(wait_ms=0)
+    with pytest.raises(ValueError):
+        a.add_permits(2000)
+    with pytest.raises(ValueError):
+        a.add_permits(True)
+    with pytest.raises(mcaptcha_cache.ServerError, match="must stay from 0 to 1024"):
+        a.add_permits(-1)
+    assert a.add_permits(1) == 1 and a.acquire(wait_ms=0)
+    with pytest.raises(PermitsMismatch):  # held: every instance passes the same permits
+        Semaphore(r, "sp", 3, 60000).add_permits(1)
+    a.release()
+
+    async def run():
+        ar = aioredis.Redis(host=server.host, port=server.port)
+        try:
+            x, y = AsyncSemaphore(ar, "sp:a", 1, 60000), AsyncSemaphore(ar, "sp:a", 1, 60000)
+            assert await x.acquire(wait_ms=0)
+            assert not await y.acquire(wait_ms=0)
+            assert await x.add_permits(1) == 2
+            assert await y.available_permits() == 1
+            assert await y.acquire(wait_ms=0)
+            await x.release()
+            assert await x.drain_permits() == 1
+            assert await x.available_permits() == 0
+            await y.release()
+        finally:
+            await ar.close()
+
+    asyncio.run(run())
 
 
 # -------------------------------------------------------------- rate limits

@@ -101,8 +101,9 @@ def _run_and_check(server, prefix, threads, ops):
     # the lock keys keep their last token: the last one granted (or an abandoned
     # waiter's, granted just before it left)
     for k in keys.locks():
-        permits, last, waiting, holders = final[k]
-        assert (permits, waiting, holders) == (keys.permits[k], 0, []), (tag, k, final[k])
+        permits, last, waiting, holders, adjustment, size = final[k]
+        assert (permits, waiting, holders, adjustment, size) == (keys.permits[k], 0, [], 0, keys.permits[k]), \
+            (tag, k, final[k])
         top = n["max_token"][k]
         if n["abandoned_on"][k] == 0:
             assert last == top, (tag, k, last, top)

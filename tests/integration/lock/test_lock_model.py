@@ -2,7 +2,9 @@
 a real primary (with a replica), every reply compared with a Python model.
 
 The rules: LOCK.ACQUIRE (mutex and PERMITS 2 semaphores with TAKE 1 or 2, READ
-and WRITE holds of read-write locks, REENTRANT, SESSION, LOCKDELAY, WAIT), RELEASE and EXTEND by owners and strangers, waiters that queue, time
+and WRITE holds of read-write locks, REENTRANT, SESSION, LOCKDELAY, WAIT), RELEASE and EXTEND by owners and strangers,
+a semaphore pool's LOCK.ADD_PERMITS, LOCK.DRAIN_PERMITS and LOCK.AVAILABLE_PERMITS (the
+adjustment on the acquirers' PERMITS n; added permits serve the waiters), waiters that queue, time
 out or disconnect, a lease made to end (the waiter behind it must be served by
 the module's timer), a session connection that closes, DEL/UNLINK/FLUSHALL/
 FLUSHDB of held locks with waiters (the head waiter is served at once), RENAME,
@@ -11,7 +13,7 @@ compared with the primary (DEBUG DIGEST, LOCK.INSPECT).
 
 After every step every lock is read back with LOCK.INSPECT and compared with the
 model (permits, last token, waiters, holders with token and count, lease left
-within the lease). Fencing tokens are checked to grow strictly, across keys and
+within the lease, the pool's adjustment and size). Fencing tokens are checked to grow strictly, across keys and
 across every reload and restart of the process (README, "Fencing tokens").
 
 Leases and lock-delays are long (10 minutes), so nothing ends unless a rule
@@ -73,6 +75,11 @@ class LockM:
     def __init__(self, permits):
         self.permits, self.last_token, self.holders = permits, 0, {}
         self.slots = []   # lock-delays: (owner, token, shared, weight), each taking its permits
+        self.adjust = 0   # the semaphore pool's adjustment (LOCK.ADD_PERMITS, LOCK.DRAIN_PERMITS)
+
+    def size(self, permits=None):
+        """The pool's size: (this base, or `permits`) + the adjustment, clamped to 0..1024."""
+        return max(0, min(1024, (self.permits if permits is None else permits) + self.adjust))
 
     def entries(self):
         return len(self.holders) + len(self.slots)
@@ -100,7 +107,8 @@ class Waiter:
 
 
 STATS = {"examples": 0, "steps": 0, "grants": 0, "waiters served": 0, "timeouts": 0, "restarts": 0,
-         "lock-delays": 0, "read grants": 0, "upgrades refused": 0, "weighted grants": 0}
+         "lock-delays": 0, "read grants": 0, "upgrades refused": 0, "weighted grants": 0,
+         "pool changes": 0, "pool refusals": 0}
 
 
 class LockMachine(RuleBasedStateMachine):
@@ -142,11 +150,14 @@ class LockMachine(RuleBasedStateMachine):
     def try_acquire(self, key, owner, permits, reentrant, shared=False, take=1):
         """The model of one attempt with no queue ahead: ('granted', holder) |
         ('reentered', holder) | ('owned',) | ('busy',) | ('permits',) | ('upgrade',)
-        (WRITE inside READ) | ('more',) (a reentry asking for more permits than held). `shared`: READ, on a lock of one permit; `take`:
+        (WRITE inside READ) | ('more',) (a reentry asking for more permits than held) |
+        ('readpool',) (READ on a pool with an adjustment). `shared`: READ, on a lock of one permit; `take`:
         the permits a new grant takes."""
         lk = self.locks.get(key)
         if lk is not None and lk.entries() and lk.permits != permits:
             return ("permits",)
+        if lk is not None and shared and lk.adjust != 0:
+            return ("readpool",)
         if lk is not None and owner in lk.holders:
             if not reentrant:
                 return ("owned",)
@@ -156,7 +167,7 @@ class LockMachine(RuleBasedStateMachine):
                 return ("more",)   # a reentry takes no more permits
             lk.holders[owner].count += 1
             return ("reentered", lk.holders[owner])
-        if lk is not None and (not lk.all_shared() if shared else lk.taken() + take > permits):
+        if lk is not None and (not lk.all_shared() if shared else lk.taken() + take > lk.size(permits)):
             return ("busy",)           # refused: the lock is left as it was
         if lk is None:
             lk = self.locks[key] = LockM(permits)
@@ -184,6 +195,8 @@ class LockMachine(RuleBasedStateMachine):
             rep = read(w.conn)
             if out[0] == "permits":
                 assert isinstance(rep, redis.ResponseError) and "PERMITS differs" in str(rep), rep
+            elif out[0] == "readpool":
+                assert isinstance(rep, redis.ResponseError) and "READ is for a read-write lock" in str(rep), rep
             else:
                 assert out[0] == "granted", out
                 assert rep[0] == 1 and rep[2] == LEASE, rep
@@ -239,7 +252,7 @@ class LockMachine(RuleBasedStateMachine):
             lk = self.locks.get(key)
             if reentrant and lk is not None and owner in lk.holders:
                 out = self.try_acquire(key, owner, permits, reentrant, shared, take)
-                assert out[0] in ("reentered", "permits", "upgrade", "more"), out
+                assert out[0] in ("reentered", "permits", "upgrade", "more", "readpool"), out
             else:
                 out = ("queued",)
         else:
@@ -251,6 +264,8 @@ class LockMachine(RuleBasedStateMachine):
             assert isinstance(rep, redis.ResponseError) and "a reentry takes no more permits" in str(rep), rep
         elif out[0] == "permits":
             assert isinstance(rep, redis.ResponseError) and "PERMITS differs" in str(rep), rep
+        elif out[0] == "readpool":
+            assert isinstance(rep, redis.ResponseError) and "READ is for a read-write lock" in str(rep), rep
         elif out[0] == "reentered":
             assert rep == [1, out[1].token, LEASE], (rep, out[1].token)
         elif out[0] == "granted":
@@ -282,6 +297,8 @@ class LockMachine(RuleBasedStateMachine):
         conn.disconnect()
         if out[0] == "permits":
             assert isinstance(rep, redis.ResponseError) and "PERMITS differs" in str(rep), rep
+        elif out[0] == "readpool":
+            assert isinstance(rep, redis.ResponseError) and "READ is for a read-write lock" in str(rep), rep
         else:
             assert out[0] == "granted" and rep[0] == 1, (out, rep)
             self.locks[key].holders[owner] = Holder(owner, self.new_token(key, rep[1]), shared=shared, weight=take)
@@ -464,7 +481,7 @@ class LockMachine(RuleBasedStateMachine):
         self.c(db).execute_command(how, src, dst)
         lk = self.locks[s]
         copy = LockM(lk.permits)
-        copy.last_token = lk.last_token
+        copy.last_token, copy.adjust = lk.last_token, lk.adjust
         copy.slots = list(lk.slots)
         copy.holders = {o: Holder(o, h.token, delay=h.delay, shared=h.shared, weight=h.weight)
                         for o, h in lk.holders.items()}
@@ -508,10 +525,79 @@ class LockMachine(RuleBasedStateMachine):
         for (db, name) in sorted(self.locks):
             p = self.c(db).execute_command("LOCK.INSPECT", name)
             r = rc[db].execute_command("LOCK.INSPECT", name)
-            assert r[:2] == p[:2] and r[2] == 0, (db, name, p, r)
+            assert r[:2] == p[:2] and r[2] == 0 and r[4:] == p[4:], (db, name, p, r)
             assert sorted((h[0], h[2], h[3]) for h in r[3]) == sorted((h[0], h[2], h[3]) for h in p[3])
         for c in rc.values():
             c.connection_pool.disconnect()
+
+    def pool_refusal(self, key, n):
+        """The error a LOCK.*_PERMITS call with PERMITS n (None: without) gets on `key`
+        before it changes anything, or None."""
+        lk = self.locks.get(key)
+        if lk is None:
+            return "no such semaphore" if n is None else None
+        if (any(h.shared for h in lk.holders.values()) or any(sh for _, _, sh, _ in lk.slots)
+                or any(w.shared for w in self.queues.get(key, []))):
+            return "read-write lock used with READ"
+        if n is not None and n != lk.permits and lk.entries():
+            return "PERMITS differs"
+        return None
+
+    @rule(name=st.sampled_from(NAMES), db=DB, delta=st.sampled_from([-2, -1, 1, 1, 2, 3]),
+          n=st.sampled_from([None, 1, 2, 2]), drain=st.sampled_from([False, False, True]))
+    def pool_change(self, name, db, delta, n, drain):
+        """LOCK.ADD_PERMITS (a size outside 0..1024 is refused) or LOCK.DRAIN_PERMITS; permits
+        that come free serve the waiters, first come first served."""
+        key = (db, name)
+        args = ["LOCK.DRAIN_PERMITS", name] if drain else ["LOCK.ADD_PERMITS", name, delta]
+        args += ["PERMITS", n] if n is not None else []
+        try:
+            rep = self.c(db).execute_command(*args)
+        except redis.ResponseError as e:
+            rep = e
+        err = self.pool_refusal(key, n)
+        lk = self.locks.get(key)
+        model = lk if lk is not None else LockM(n)
+        base = n if n is not None else model.permits
+        if err is None and not drain and not 0 <= model.size(base) + delta <= 1024:
+            err = "must stay from 0 to 1024"
+        if err is not None:
+            assert isinstance(rep, redis.ResponseError) and err in str(rep), (args, rep)
+            STATS["pool refusals"] += 1
+            return
+        old = (model.permits, model.adjust)
+        if drain:
+            size = model.size(base)
+            got = max(0, size - model.taken())
+            model.adjust = size - got - base
+        else:
+            got = model.size(base) + delta
+            model.adjust = got - base
+        model.permits = base
+        assert rep == got, (args, rep, got)
+        changed = (model.permits, model.adjust) != old if lk is not None else model.adjust != 0
+        if changed:
+            STATS["pool changes"] += 1
+            self.locks[key] = model
+            self.serve(key)
+
+    @rule(name=st.sampled_from(NAMES), db=DB, n=st.sampled_from([None, 1, 2]))
+    def pool_available(self, name, db, n):
+        key = (db, name)
+        args = ["LOCK.AVAILABLE_PERMITS", name] + (["PERMITS", n] if n is not None else [])
+        try:
+            rep = self.c(db).execute_command(*args)
+        except redis.ResponseError as e:
+            rep = e
+        lk = self.locks.get(key)
+        if lk is None:
+            assert rep == n, (args, rep)
+            return
+        err = self.pool_refusal(key, n)
+        if err is not None:
+            assert isinstance(rep, redis.ResponseError) and err in str(rep), (args, rep)
+            return
+        assert rep == max(0, lk.size(n) - lk.taken()), (args, rep, lk.size(n), lk.taken())
 
     # Rules drawn more often: they make queues form and drain.
     @rule(name=st.sampled_from(NAMES), db=DB, permits=st.sampled_from([1, 1, 2]), reader=st.booleans())
@@ -538,9 +624,10 @@ class LockMachine(RuleBasedStateMachine):
                     assert not self.queues.get(key), key
                     continue
                 assert got is not None, (key, "missing")
-                permits, last, waiters, holders = got
+                permits, last, waiters, holders, adjust, size = got
                 assert (permits, last, waiters) == (lk.permits, lk.last_token, len(self.queues.get(key, []))), \
                     (key, got, lk.permits, lk.last_token)
+                assert (adjust, size) == (lk.adjust, lk.size()), (key, got, lk.adjust)
                 want = sorted([(o.encode(), h.token, h.count) for o, h in lk.holders.items()] +
                               [(o.encode(), t, 0) for o, t, _, _ in lk.slots])
                 assert sorted((h[0], h[2], h[3]) for h in holders) == want, (key, holders, want)
@@ -558,3 +645,4 @@ def test_lock_model(servers):
     print("lock model:", STATS)
     assert STATS["waiters served"] > 0 and STATS["grants"] > STATS["examples"], STATS
     assert STATS["lock-delays"] > 0 and STATS["read grants"] > 0 and STATS["weighted grants"] > 0, STATS
+    assert STATS["pool changes"] > 0 and STATS["pool refusals"] > 0, STATS

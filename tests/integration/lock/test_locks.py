@@ -243,15 +243,15 @@ def test_inspect_shape_missing_key_and_wrongtype(server, r):
     assert inspect(r, "none") is None
     g = acquire(r, "L", "alice", 1000)
     v = inspect(r, "L")
-    assert len(v) == 4
-    permits, last, nwait, hs = v
-    assert permits == 1 and last == g[1] and nwait == 0
+    assert len(v) == 6
+    permits, last, nwait, hs, adjustment, size = v
+    assert permits == 1 and last == g[1] and nwait == 0 and adjustment == 0 and size == 1
     assert len(hs) == 1 and len(hs[0]) == 4
     owner, left, token, count = hs[0]
     assert owner == b"alice" and 500 <= left <= 1000 and token == g[1] and count == 1
     # an unheld lock keeps permits and last token
     r.execute_command(REL, "L", "alice")
-    assert inspect(r, "L") == [1, g[1], 0, []]
+    assert inspect(r, "L") == [1, g[1], 0, [], 0, 1]
     # WRONGTYPE on a string key, for every command; the string is untouched
     r.set("s", "x")
     for args in [(ACQ, "s", "a", 100), (ACQ, "s", "a", 100, "WAIT", 100), (REL, "s", "a"),
@@ -307,7 +307,7 @@ def test_twenty_clients_mutual_exclusion_in_arrival_order(server, r):
     assert int(r.get("counter")) == n
     assert order == list(range(n)), "grant order %r is not the arrival order" % order
     assert tokens == sorted(tokens) and len(set(tokens)) == n and tokens[0] > holder[1]
-    assert inspect(r, key) == [1, tokens[-1], 0, []]
+    assert inspect(r, key) == [1, tokens[-1], 0, [], 0, 1]
 
 
 def test_newcomer_does_not_jump_the_queue(server, r):
@@ -459,7 +459,7 @@ def test_lease_ends_on_time_and_the_end_is_replicated(replica_pair):
     # the value is exactly "unheld, last token kept"
     pc.execute_command(STATE, "expected", 1, g[1], 0)
     assert digest_value(pc, "expected") == after
-    assert inspect(rc, "L") == [1, g[1], 0, []]
+    assert inspect(rc, "L") == [1, g[1], 0, [], 0, 1]
 
 
 # ------------------------------------------------------- 5. session mode

@@ -84,7 +84,7 @@ def stored_lease_ends(c, key):
     leases the timer has not removed yet included (LOCK.INSPECT hides them),
     read from its DUMP payload (lock_type.c: permits, last_token, nholders, then
     per holder owner, expires_ms, count, token, and from encver 3 delay_ms,
-    shared and weight; flags). [] for a missing key."""
+    shared and weight; flags; from encver 4 the pool's adjustment). [] for a missing key."""
     payload = c.dump(key)
     if payload is None:
         return []
@@ -111,7 +111,7 @@ def stored_lease_ends(c, key):
         fields.append(v)
     assert i == len(b)
     n = fields[2]
-    assert len(fields) == 3 + per_holder * n + 1, fields
+    assert len(fields) == 3 + per_holder * n + 1 + (module_id & 1023 >= 4), fields
     return [fields[3 + per_holder * h + 1] for h in range(n)]
 
 
@@ -526,12 +526,12 @@ def test_restored_last_token_beyond_int64(servers):
     d = r.dump("tmpl")
     # 0x07 (module value), 0x81 + the 8-byte module id, then (0x02 = unsigned, length)...
     head = d[:10]
-    # encver 2: permits 1, last_token 5, nholders 0, flags 0, then the EOF opcode
-    assert d[10:19] == b"\x02\x01\x02\x05\x02\x00\x02\x00\x00", d.hex()
+    # encver 4: permits 1, last_token 5, nholders 0, flags 0, adjustment 0, then the EOF opcode
+    assert d[10:21] == b"\x02\x01\x02\x05\x02\x00\x02\x00\x02\x00\x00", d.hex()
 
     def payload(token):
         body = (head + b"\x02\x01" + b"\x02\x81" + struct.pack(">Q", token)
-                + b"\x02\x00\x02\x00\x00")
+                + b"\x02\x00\x02\x00\x02\x00\x00")
         return repack(body, d[-10:-8])
 
     # the builder is right: the template's own token gives the template back
@@ -542,15 +542,15 @@ def test_restored_last_token_beyond_int64(servers):
             r.restore("huge", 0, payload(token))
         assert not r.exists("huge"), token
     r.restore("below", 0, payload(LOCK_MAX_TOKEN - 1))
-    assert inspect(r, "below") == [1, LOCK_MAX_TOKEN - 1, 0, []]
+    assert inspect(r, "below") == [1, LOCK_MAX_TOKEN - 1, 0, [], 0, 1]
     g = acquire(r, "below", "o", 60000)
     assert g[0] == 1 and g[1] == LOCK_MAX_TOKEN, g
     assert r.execute_command(REL, "below", "o") == 0
     with pytest.raises(redis.ResponseError, match="exhausted"):
         acquire(r, "below", "o", 1000)
-    assert inspect(r, "below") == [1, LOCK_MAX_TOKEN, 0, []]
+    assert inspect(r, "below") == [1, LOCK_MAX_TOKEN, 0, [], 0, 1]
     r.restore("top", 0, payload(LOCK_MAX_TOKEN))
-    assert inspect(r, "top") == [1, LOCK_MAX_TOKEN, 0, []]
+    assert inspect(r, "top") == [1, LOCK_MAX_TOKEN, 0, [], 0, 1]
     dtop = digest_value(r, "top")
     with pytest.raises(redis.ResponseError, match="exhausted"):
         acquire(r, "top", "o", 1000)

@@ -44,11 +44,18 @@ OPTION_COMMANDS = {
     "RL.WINDOW_PEEK": (["ek", 10, 1000], WINDOW_PEEK),
     CHALLENGE_SET: ([chkey("s", "c"), 5, 30], "PXAT unix-time-milliseconds"),
     "LOCK.INSPECT": (["ek"], "FULL"),
+    "LOCK.ADD_PERMITS": (["ek", 1], "PERMITS n"),
+    "LOCK.DRAIN_PERMITS": (["ek"], "PERMITS n"),
+    "LOCK.AVAILABLE_PERMITS": (["ek"], "PERMITS n"),
 }
 
 # (command, arguments after the fixed ones, exact reply)
 CASES = [
     ("LOCK.INSPECT", ["FOO"], unknown("LOCK.INSPECT", "FOO", "FULL")),
+    ("LOCK.ADD_PERMITS", ["FOO"], unknown("LOCK.ADD_PERMITS", "FOO", "PERMITS n")),
+    ("LOCK.ADD_PERMITS", ["PERMITS"], needs("PERMITS", "n")),
+    ("LOCK.DRAIN_PERMITS", ["PERMITS", 2, "X"], unknown("LOCK.DRAIN_PERMITS", "X", "PERMITS n")),
+    ("LOCK.AVAILABLE_PERMITS", ["permits"], needs("PERMITS", "n")),
     # an unknown option, anywhere among the options
     ("LOCK.ACQUIRE", ["FOO"], unknown("LOCK.ACQUIRE", "FOO", LOCK_ACQUIRE)),
     ("LOCK.ACQUIRE", ["REENTRANT", "WAIT", 5, "NX"], unknown("LOCK.ACQUIRE", "NX", LOCK_ACQUIRE)),
@@ -156,7 +163,7 @@ def test_every_command_with_options_is_covered_and_lists_its_docs(r):
 def test_lock_state_syntax_error(server):
     want = err("ERR invalid lock state: expected permits last_token nholders "
                "[owner expires_ms count token]... [DELAY index ms]... [SHARED index]... [TAKE index k]... "
-               "[EPHEMERAL]")
+               "[ADJUST a] [EPHEMERAL]")
     assert raw_command(server, "LOCK.STATE", "ls", 1, 5, 0, "EPHEMERAL", "FOO") == want
     assert raw_command(server, "LOCK.STATE", "ls", 1, 5, 0, "FOO") == want
     assert raw_command(server, "LOCK.STATE", "ls", 1, 5, 0, "EPHEMERAL") == b"+OK\r\n"

@@ -51,7 +51,7 @@ def decode(payload):
         op, i = _read_len(body, i)
         if op == EOF:
             break
-        if op == UINT:
+        if op == UINT:  # a signed field too (RM_SaveSigned: its 64-bit two's complement)
             v, i = _read_len(body, i)
         elif op == STRING:
             n, i = _read_len(body, i)
@@ -86,7 +86,7 @@ def _mutated(r, key, index, value):
     header, fields, version = decode(r.dump(key))
     op, _ = fields[index]
     assert op == UINT
-    fields[index] = (UINT, value)
+    fields[index] = (UINT, value % 2 ** 64)
     return encode(header, fields, version)
 
 
@@ -147,3 +147,28 @@ def test_lock_loader_names_the_encver3_fields(server, index, value, opts, field)
     r = server.client()
     assert r.execute_command("LOCK.ACQUIRE", "l", "owner", 60000, *opts)[0] == 1
     _refused(server, r, _mutated(r, "l", index, value), field)
+
+
+# encver 4: after the flags, the pool's adjustment (signed): above 1024 or below -1024,
+# or set on a concurrency limit (flags 1) or beside a reader, naming adjust
+@pytest.mark.parametrize("index,value,opts,field", [
+    (11, 1025, [], "adjust"), (11, -1025, [], "adjust"), (11, 2 ** 62, [], "adjust"),
+    (11, 1, ["READ"], "adjust"),
+])
+def test_lock_loader_names_the_encver4_fields(server, index, value, opts, field):
+    r = server.client()
+    assert r.execute_command("LOCK.ACQUIRE", "l", "owner", 60000, *opts)[0] == 1
+    _refused(server, r, _mutated(r, "l", index, value), field)
+
+
+def test_lock_loader_refuses_an_adjusted_concurrency_limit(server):
+    r = server.client()
+    assert r.execute_command("LOCK.ACQUIRE", "l", "owner", 60000)[0] == 1
+    header, fields, version = decode(r.dump("l"))
+    assert fields[11] == (UINT, 0) and fields[10] == (UINT, 0)
+    fields[10], fields[11] = (UINT, 1), (UINT, 1)
+    _refused(server, r, encode(header, fields, version), "adjust")
+    fields[11] = (UINT, (-3) % 2 ** 64)
+    fields[10] = (UINT, 0)
+    r.restore("ok", 0, encode(header, fields, version))  # -3 on a lock of 1: size 0, loads
+    assert r.execute_command("LOCK.INSPECT", "ok")[4:] == [-3, 0]

@@ -1,0 +1,237 @@
+/* pool_cmd.c -- a semaphore pool's size (Redisson's RSemaphore addPermits,
+ * drainPermits and availablePermits):
+ *
+ *   LOCK.ADD_PERMITS key delta [PERMITS n]     the pool's size after
+ *   LOCK.DRAIN_PERMITS key [PERMITS n]         the permits taken out of the pool
+ *   LOCK.AVAILABLE_PERMITS key [PERMITS n]     the permits free now (read-only)
+ *
+ * Acquirers keep passing the semaphore's base size (LOCK.ACQUIRE ... PERMITS n);
+ * these commands change the lock's signed adjustment instead (core/lock.h: the
+ * size is n + adjustment, clamped to 0..1024), which is persisted and
+ * replicated with the lock (LOCK.STATE ... ADJUST a), so an unheld semaphore
+ * keeps it. `PERMITS n` is the base size as the acquirers pass it: a missing
+ * key needs it (ADD, DRAIN create the key; AVAILABLE answers nil without it), a
+ * held one refuses a different n (as LOCK.ACQUIRE does), an unheld one takes
+ * it as its new base (as the next acquire would). Not for concurrency limits
+ * (RL.CONCURRENCY: each call passes the limit) nor read-write locks used with
+ * READ. Adding permits serves the waiters, first come first served. */
+#include <stdio.h>
+
+#include "lock/acquire.h"
+#include "lock/state.h"
+#include "server/args.h"
+#include "server/clock.h"
+#include "server/waitq.h"
+
+#define ERR_NO_POOL "ERR no such semaphore: pass PERMITS n (its size, as its acquirers pass it) to create it"
+#define ERR_CONCURRENCY                                                                                           \
+    "ERR this key is a concurrency limit (RL.CONCURRENCY), whose size is the limit each call passes: a pool's " \
+    "size is for LOCK.ACQUIRE's semaphores"
+#define ERR_READERS "ERR this key is a read-write lock used with READ: a pool's size is for semaphores"
+
+/* Parse the optional trailing [PERMITS n] from argv[from]. 0 (*n = 0 when
+ * absent), or -1 after replying an error. */
+static int parse_permits(RedisModuleCtx *ctx, const char *cmd, RedisModuleString **argv, int argc, int from,
+                         uint64_t *n) {
+    *n = 0;
+    for (int i = from; i < argc; i++) {
+        if (!mc_is_word(argv[i], "PERMITS") || *n) {
+            mc_reply_unknown_option(ctx, cmd, argv[i], "PERMITS n");
+            return -1;
+        }
+        if (i + 1 >= argc) {
+            mc_reply_needs_value(ctx, "PERMITS", "n");
+            return -1;
+        }
+        if (mc_parse_u64(argv[++i], 1, LOCK_MAX_PERMITS, n)) {
+            mc_reply_range(ctx, "PERMITS", 1, LOCK_MAX_PERMITS);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* waitq_each's callback: counts queued READ requests. */
+static void count_readers(void *arg, const waitq_waiter_info *w) {
+    *(long long *)arg += ((const lock_req *)w->req)->shared != 0;
+}
+
+/* Whether the lock `l` at `keyname` is a read-write lock in READ use: a shared
+ * holder, or a READ request waiting. */
+static int used_for_read(RedisModuleCtx *ctx, RedisModuleString *keyname, const lockv *l) {
+    for (uint32_t i = 0; i < l->nholders; i++)
+        if (l->holders[i].shared) return 1;
+    long long readers = 0;
+    waitq_each(ctx, keyname, lock_waitq_ops(), count_readers, &readers);
+    return readers > 0;
+}
+
+/* Reply the error of a PERMITS n that differs from held `l`'s base size. */
+static int reply_permits_differ(RedisModuleCtx *ctx, const lockv *l) {
+    char buf[200];
+    snprintf(buf, sizeof(buf),
+             "ERR PERMITS differs from the semaphore's size (%u) while it is held; "
+             "the size changes only once every permit is released",
+             l->permits);
+    return RedisModule_ReplyWithError(ctx, buf);
+}
+
+/* Open the pool at argv[1] for writing, its ended leases dropped at now_ms
+ * (committed). *l: its value, or a new one of base size n (*created = 1) when
+ * the key is missing; an unheld one takes n as its base (*old_permits keeps the
+ * previous one to undo). 0, or -1 after replying an error (key closed). */
+static int open_pool_write(RedisModuleCtx *ctx, RedisModuleString *keyname, uint64_t n, uint64_t now_ms,
+                           RedisModuleKey **key, lockv **l, int *created, uint32_t *old_permits) {
+    if (lock_open(ctx, keyname, REDISMODULE_READ | REDISMODULE_WRITE, key) != 0) {
+        RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+        return -1;
+    }
+    *created = 0;
+    const char *err = NULL;
+    int empty = RedisModule_KeyType(*key) == REDISMODULE_KEYTYPE_EMPTY;
+    if (!empty && ((lockv *)RedisModule_ModuleTypeGetValue(*key))->ephemeral) {
+        err = ERR_CONCURRENCY;
+    } else {
+        lock_expire_leases(ctx, *key, keyname, now_ms); /* readers whose leases ended are gone */
+        if (empty && n == 0) err = ERR_NO_POOL;
+        else if (!empty && used_for_read(ctx, keyname, RedisModule_ModuleTypeGetValue(*key))) err = ERR_READERS;
+    }
+    if (err) {
+        RedisModule_CloseKey(*key);
+        RedisModule_ReplyWithError(ctx, err);
+        return -1;
+    }
+    if (RedisModule_KeyType(*key) == REDISMODULE_KEYTYPE_EMPTY) {
+        *l = lock_new((uint32_t)n);
+        *created = 1;
+        *old_permits = (uint32_t)n;
+        return 0;
+    }
+    *l = RedisModule_ModuleTypeGetValue(*key);
+    *old_permits = (*l)->permits;
+    if (n && n != (*l)->permits) {
+        if ((*l)->nholders > 0) {
+            reply_permits_differ(ctx, *l);
+            RedisModule_CloseKey(*key);
+            return -1;
+        }
+        (*l)->permits = (uint32_t)n; /* unheld: the base changes, as the next acquire would */
+    }
+    return 0;
+}
+
+/* Keep the pool's change (store a new key, commit, replicate), or drop it when
+ * nothing changed. Closes the key. */
+static void close_pool_write(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleString *keyname, lockv *l,
+                             int created, int changed, uint64_t now_ms) {
+    if (created && !changed) {
+        lock_free(l);
+    } else if (changed) {
+        if (created) RedisModule_ModuleTypeSetValue(key, LockType, l);
+        lock_commit(ctx, key, keyname, l, now_ms);
+    }
+    RedisModule_CloseKey(key);
+}
+
+/* LOCK.ADD_PERMITS <key> <delta> [PERMITS <n>]
+ * Adds <delta> permits to the pool (-1024..1024; negative: removes them, even
+ * below the permits taken: holders keep theirs, and no grant is made until
+ * fewer are taken than the size). Reply: the pool's size after. A size that
+ * would leave 0..1024 is refused and nothing changes. Waiters are served. */
+static int LockAddPermits_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc < 3) return RedisModule_WrongArity(ctx);
+    long long delta;
+    if (RedisModule_StringToLongLong(argv[2], &delta) != REDISMODULE_OK || delta < -LOCK_MAX_PERMITS ||
+        delta > LOCK_MAX_PERMITS)
+        return RedisModule_ReplyWithError(ctx, "ERR delta must be an integer from -1024 to 1024");
+    uint64_t n;
+    if (parse_permits(ctx, "LOCK.ADD_PERMITS", argv, argc, 3, &n) != 0) return REDISMODULE_OK;
+    uint64_t now_ms = mc_now_ms();
+    RedisModuleKey *key;
+    lockv *l;
+    int created;
+    uint32_t old_permits;
+    if (open_pool_write(ctx, argv[1], n, now_ms, &key, &l, &created, &old_permits) != 0) return REDISMODULE_OK;
+    uint32_t old_size = lock_size(l);
+    if (lock_add_permits(l, delta) != 0) {
+        long long size = (long long)old_size + delta;
+        if (created) lock_free(l);
+        else l->permits = old_permits;
+        RedisModule_CloseKey(key);
+        char buf[200];
+        snprintf(buf, sizeof(buf),
+                 "ERR the pool's size would be %lld (%u %+lld): it must stay from 0 to 1024; nothing changed", size,
+                 old_size, delta);
+        return RedisModule_ReplyWithError(ctx, buf);
+    }
+    long long size = lock_size(l);
+    int changed = created ? l->adjust != 0 : (delta != 0 || l->permits != old_permits);
+    close_pool_write(ctx, key, argv[1], l, created, changed, now_ms);
+    if (changed) waitq_kick(ctx, argv[1]); /* permits may have come free: the head waiter first */
+    return RedisModule_ReplyWithLongLong(ctx, size);
+}
+
+/* LOCK.DRAIN_PERMITS <key> [PERMITS <n>]
+ * Takes every permit free now out of the pool (the size drops to the permits
+ * taken), owned by nobody, until LOCK.ADD_PERMITS gives them back. Reply: how
+ * many. */
+static int LockDrainPermits_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc < 2) return RedisModule_WrongArity(ctx);
+    uint64_t n;
+    if (parse_permits(ctx, "LOCK.DRAIN_PERMITS", argv, argc, 2, &n) != 0) return REDISMODULE_OK;
+    uint64_t now_ms = mc_now_ms();
+    RedisModuleKey *key;
+    lockv *l;
+    int created;
+    uint32_t old_permits;
+    if (open_pool_write(ctx, argv[1], n, now_ms, &key, &l, &created, &old_permits) != 0) return REDISMODULE_OK;
+    uint32_t drained = lock_drain(l, now_ms);
+    close_pool_write(ctx, key, argv[1], l, created, drained > 0 || l->permits != old_permits, now_ms);
+    return RedisModule_ReplyWithLongLong(ctx, drained);
+}
+
+/* LOCK.AVAILABLE_PERMITS <key> [PERMITS <n>]
+ * Reply: the permits free now (the pool's size minus the permits taken by
+ * holders and lock-delays, never below 0; queued requests do not count, though
+ * a newcomer is not served before them), or nil for a missing key without
+ * PERMITS n (with it: n). Read-only (runs on replicas). */
+static int LockAvailablePermits_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc < 2) return RedisModule_WrongArity(ctx);
+    uint64_t n;
+    if (parse_permits(ctx, "LOCK.AVAILABLE_PERMITS", argv, argc, 2, &n) != 0) return REDISMODULE_OK;
+    RedisModuleKey *key;
+    if (lock_open(ctx, argv[1], REDISMODULE_READ, &key) != 0)
+        return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+    if (RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_EMPTY) {
+        RedisModule_CloseKey(key);
+        return n ? RedisModule_ReplyWithLongLong(ctx, (long long)n) : RedisModule_ReplyWithNull(ctx);
+    }
+    lockv *l = RedisModule_ModuleTypeGetValue(key);
+    const char *err = l->ephemeral ? ERR_CONCURRENCY : used_for_read(ctx, argv[1], l) ? ERR_READERS : NULL;
+    uint64_t now_ms = mc_now_ms();
+    int differs = !err && n && n != l->permits;
+    if (differs && lock_live_holders(l, now_ms) > 0) {
+        reply_permits_differ(ctx, l);
+        RedisModule_CloseKey(key);
+        return REDISMODULE_OK;
+    }
+    long long avail = 0;
+    if (!err) {
+        /* unheld with another base: as the next acquire would see it (read only) */
+        lockv probe = *l;
+        if (differs) probe.permits = (uint32_t)n;
+        avail = lock_available(&probe, now_ms);
+    }
+    RedisModule_CloseKey(key);
+    return err ? RedisModule_ReplyWithError(ctx, err) : RedisModule_ReplyWithLongLong(ctx, avail);
+}
+
+static const mc_command commands[] = {
+    {"LOCK.ADD_PERMITS", LockAddPermits_RedisCommand, "write deny-oom fast", 1, 1, 1},
+    {"LOCK.DRAIN_PERMITS", LockDrainPermits_RedisCommand, "write deny-oom fast", 1, 1, 1},
+    {"LOCK.AVAILABLE_PERMITS", LockAvailablePermits_RedisCommand, "readonly fast", 1, 1, 1},
+};
+
+int lock_pool_register(RedisModuleCtx *ctx) {
+    return mc_register_commands(ctx, commands, sizeof(commands) / sizeof(commands[0]), lock_cmdinfo);
+}
