@@ -400,6 +400,7 @@ def check_allowed(srv, shas, now_ms):
         (srv.c("CL.THROTTLE", "thr:" + key, 999999, 1000, 3600), lambda r: r[0] == 0),
         (srv.c("RL.GCRA", "gcra:" + key, 1000, 3600000, "BURST", 1000000), lambda r: r[0] == 1),
         (srv.c("RL.WINDOW", "wnd:" + key, 1000000, 3600000), lambda r: r[0] == 1),
+        (srv.c("RL.GCRA", "gcrp:" + key, "POLICY", "bench-gcra"), lambda r: r[0] == 1),
         (srv.c("EVALSHA", shas["redis_rate"], 1, "rr:" + key, 1000000, 1000, 3600, 1), lambda r: r[0] == 1),
         (srv.c("EVALSHA", shas["redis_gcra"], 1, "lg:" + key, now_ms, 1000000, 1000, 3600000, 1), lambda r: r[0] == 0),
         (srv.c("EVALSHA", shas["trafficjam"], 1, "tj:" + key, now_ms, 1, 1000000, 3600000), lambda r: r == 1),

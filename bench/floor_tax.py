@@ -22,6 +22,9 @@ FLOOR_CASES = [
     ("floor_limit6", "floor: + TTL, limiter reply (6 args)", "floor",
      ["FLOOR.LIMIT", "fp6:__rand_int__", 3600000, "x", "x", "x"], "floor.limit"),
     ("floor_read", "floor: read", "floor", ["FLOOR.READ", "fw:__rand_int__"], "floor.read"),
+    # RL.GCRA by a stored policy (RL.POLICY_SET bench-gcra, the numbers of the rl_gcra case)
+    ("rl_gcra_policy", "RL.GCRA ... POLICY name", "native",
+     ["RL.GCRA", "gcrp:__rand_int__", "POLICY", "bench-gcra"], "rl.gcra"),
 ]
 
 # our command -> its floor (throughput case ids)
@@ -45,6 +48,7 @@ PAIR_FLOOR_OF = [("lock", "floor_lock"), ("semaphore", "floor_lock")]
 
 def preload_floor(srv):
     B.preload(srv, "floor", B.KEYS_MAIN, ["FLOOR.WRITE", "fw:#"])
+    srv.c("RL.POLICY_SET", "bench-gcra", "GCRA", 1000, 3600000, "BURST", 1000000)
 
 
 def floor_ratios(thr, pairs):
@@ -58,6 +62,9 @@ def floor_ratios(thr, pairs):
         a, b = pairs[ours]["samples"], pairs[floor]["samples"]
         out[ours + "_pair"] = (statistics.median(y["cpu_us_per_pair"] / x["cpu_us_per_pair"] for x, y in zip(a, b)),
                                statistics.median(x["pairs_per_s"] / y["pairs_per_s"] for x, y in zip(a, b)))
+    # RL.GCRA by a stored policy against RL.GCRA with the numbers (1.0: as cheap)
+    out["policy_vs_numbers"] = (B.cpu_ratio(pl["rl_gcra_policy"]["samples"], pl["rl_gcra"]["samples"]),
+                                B.paired_ratio(pl["rl_gcra_policy"]["samples"], pl["rl_gcra"]["samples"]))
     # a read-write lock's READ pair against the plain lock pair (1.0: as cheap)
     a, b = pairs["read_lock"]["samples"], pairs["lock"]["samples"]
     out["read_vs_lock_pair"] = (statistics.median(y["cpu_us_per_pair"] / x["cpu_us_per_pair"] for x, y in zip(a, b)),
@@ -166,7 +173,8 @@ def report_lines(fr, hist, tax, cell):
              "rl_gcra": "RL.GCRA / floor limit (6 args)", "rl_window": "RL.WINDOW / floor limit (4 args)",
              "cl_throttle": "CL.THROTTLE / floor limit (5 args)", "lock_pair": "lock acquire+release / floor lock pair",
              "semaphore_pair": "semaphore (PERMITS 5) pair / floor lock pair",
-             "read_vs_lock_pair": "read-write lock READ pair / plain lock pair"}
+             "read_vs_lock_pair": "read-write lock READ pair / plain lock pair",
+             "policy_vs_numbers": "RL.GCRA POLICY name / RL.GCRA with the numbers"}
     for k, label in names.items():
         out.append("  %-50s %5.2fx  (throughput %5.2fx)" % (label, fr[k][0], fr[k][1]))
     out.append("")
