@@ -31,6 +31,7 @@
 #include "lock/fencing.h"
 #include "lock/inspect.h"
 #include "lock/leases.h"
+#include "lock/multi.h"
 #include "lock/sessions.h"
 #include "lock/state.h"
 #include "server/args.h"
@@ -312,5 +313,6 @@ int lock_cmd_register(RedisModuleCtx *ctx) {
     fencing_promoted(mc_now_us()); /* a start may follow an unpersisted promotion (fencing.h) */
     if (leases_init(ctx, lock_expire_leases) == REDISMODULE_ERR) return REDISMODULE_ERR;
     if (sessions_init(ctx) == REDISMODULE_ERR) return REDISMODULE_ERR;
+    if (lock_multi_register(ctx) == REDISMODULE_ERR) return REDISMODULE_ERR; /* LOCK.*_ALL (multi.c) */
     return mc_register_commands(ctx, commands, sizeof(commands) / sizeof(commands[0]), lock_cmdinfo);
 }

@@ -5,8 +5,8 @@
  * Files: lock_type.c (the type: RDB, AOF, digest, copy, memory), state.c (every
  * write committed and replicated), leases.c (lease timers, role changes),
  * sessions.c (release on disconnect), fencing.c (token floor), acquire.c
- * (grants and the wait queue), lock_cmd.c (the commands), lock_info.c
- * (COMMAND DOCS). */
+ * (grants and the wait queue), lock_cmd.c (the commands), multi.c (the
+ * multi-key LOCK.*_ALL commands), lock_info.c (COMMAND DOCS). */
 #ifndef MC_LOCK_GLUE_H
 #define MC_LOCK_GLUE_H
 
