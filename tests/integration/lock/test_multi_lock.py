@@ -264,6 +264,22 @@ def test_crossed_orders_do_not_deadlock(server, r):
     assert waiters(r, A) == waiters(r, B) == waiters(r, C) == 0
 
 
+def test_a_multi_waiter_does_not_pass_an_earlier_one(server, r):
+    touch(r, A, B, C)
+    assert r.execute_command("LOCK.ACQUIRE", C, "y", 60000)[0] == 1
+    assert r.execute_command("LOCK.ACQUIRE", B, "z", 60000)[0] == 1
+    m1 = wait_all(server, r, [A, C], "m1", wait=5000)  # A free, C held
+    m2 = wait_all(server, r, [A, B], "m2")              # behind m1 on A
+    # B frees: m2 heads B's queue, and A and B are both free, but m1 is ahead on A
+    assert r.execute_command("LOCK.RELEASE", B, "z") == 0
+    assert r.execute_command("LOCK.RELEASE", C, "y") == 0
+    g1 = m1.join()
+    assert g1[0] == 1 and holder(r, A)[0] == holder(r, C)[0] == "m1"
+    assert not m2.done() and holder(r, B) is None
+    assert release_all(r, [A, C], "m1") == [0, 0]
+    assert m2.join()[0] == 1 and holder(r, A)[0] == holder(r, B)[0] == "m2"
+
+
 def test_timeout_leaves_every_queue(server, r):
     touch(r, A, B, C)
     assert r.execute_command("LOCK.ACQUIRE", A, "x", 60000)[0] == 1
