@@ -18,7 +18,7 @@ import threading
 import pytest
 import redis
 
-from cluster import Cluster, _module_path
+from cluster import Cluster, _module_path, key_slot, names_in_slots
 from mcap import digest_value
 from servers import RawConnection, raw_command, resp_encode, wait_replicas_synced, wait_until
 
@@ -382,5 +382,32 @@ def test_cluster_routes_by_the_keys(tmp_path):
             if other.port != owner.port:
                 assert raw_command(other, ALL, 2, *keys, "bob", 1000).startswith(b"-MOVED")
         assert cc.execute_command(REL_ALL, 2, *keys, "alice") == [0, 0]
+        # a multi-key waiter whose slot moves away gets one TRYAGAIN, and the old node keeps nothing
+        src, dst = cl.primaries()[0], cl.primaries()[1]
+        slot = cl.slots_of(src)[10]
+        tag = names_in_slots([slot], 1, prefix="m-")[slot][0]
+        mk = ["{%s}a" % tag, "{%s}b" % tag]
+        assert key_slot(mk[0]) == slot
+        sc = cl.conn(src)
+        assert sc.execute_command("LOCK.ACQUIRE", mk[1], "holder", 800)[0] == 1
+        box = {}
+
+        def blocked():
+            c = redis.Redis(host=src.host, port=src.port, socket_timeout=20)
+            try:
+                box["reply"] = c.execute_command(ALL, 2, *mk, "waiter", 1000, "WAIT", 10000)
+            except redis.ResponseError as e:
+                box["error"] = str(e)
+            finally:
+                c.close()
+
+        t = threading.Thread(target=blocked, daemon=True)
+        t.start()
+        wait_until(lambda: sc.execute_command("LOCK.INSPECT", mk[1])[2] == 1, "the multi waiter queued")
+        cl.migrate_slot_by_hand(slot, src, dst)
+        t.join(15)
+        assert not t.is_alive() and box.get("error", "").startswith("TRYAGAIN"), box
+        assert sc.execute_command("CLUSTER", "COUNTKEYSINSLOT", slot) == 0
+        assert int(src.info("mcaptcha_cache_locks")["mcaptcha_cache_waiters"]) == 0
     finally:
         cl.stop()
