@@ -219,6 +219,8 @@ def test_granted_when_the_last_key_frees(server, r):
     assert r.execute_command("LOCK.ACQUIRE", A, "x", 60000)[0] == 1
     assert r.execute_command("LOCK.ACQUIRE", B, "y", 60000)[0] == 1
     w = wait_all(server, r, [A, B], "m")
+    info = server.info("mcaptcha_cache_locks")
+    assert int(info["mcaptcha_cache_max_queue_length"]) == 1 and int(info["mcaptcha_cache_waiters"]) == 1
     full = r.execute_command("LOCK.INSPECT", B, "FULL")
     (entry,) = full[full.index(b"waiters") + 1]
     assert entry[entry.index(b"mode") + 1] == b"multi"
