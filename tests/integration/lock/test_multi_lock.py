@@ -282,6 +282,25 @@ def test_a_multi_waiter_does_not_pass_an_earlier_one(server, r):
     assert m2.join()[0] == 1 and holder(r, A)[0] == holder(r, B)[0] == "m2"
 
 
+def test_leases_end_together_and_serve_the_waiter(server, r):
+    touch(r, A, B, C)
+    g = acquire_all(r, [A, B], "short", 300)
+    assert g[0] == 1
+    m = wait_all(server, r, [B, A], "next", wait=10000)
+    g2 = m.join()  # both leases end on time (each key's own timer), no release needed
+    assert g2[0] == 1 and g2[1] > g[1]
+    assert holder(r, A) == holder(r, B) == ("next", g2[1])
+
+
+def test_no_blocking_inside_multi(server, r):
+    touch(r, A, B)
+    assert r.execute_command("LOCK.ACQUIRE", A, "x", 60000)[0] == 1
+    p = r.pipeline(transaction=True)
+    p.execute_command(ALL, 2, A, B, "m", 1000, "WAIT", 5000)
+    (refused,) = p.execute()
+    assert refused[0] == 0 and waiters(r, A) == 0 and holder(r, B) is None
+
+
 def test_timeout_leaves_every_queue(server, r):
     touch(r, A, B, C)
     assert r.execute_command("LOCK.ACQUIRE", A, "x", 60000)[0] == 1
@@ -347,8 +366,13 @@ def test_replica_equals_primary(replica_pair):
     assert release_all(p, [A, B], "alice") == [0, 0]
     assert acquire_all(p, [B, A], "bob", 60000, "LOCKDELAY", 5)[0] == 1
     assert p.execute_command(EXT_ALL, 1, C, "alice", 90000) == 90000
+    # a grant made from the wait queue replicates the same way
+    touch(p, "{t}d")
+    m = wait_all(primary, p, [A, "{t}d"], "waiter")
+    assert release_all(p, [B, A], "bob") == [0, 0]
+    assert m.join()[0] == 1
     wait_replicas_synced(primary, [replica])
-    for k in (A, B, C):
+    for k in (A, B, C, "{t}d"):
         assert digest_value(rc, k) == digest_value(p, k), k
         assert holder(rc, k) == holder(p, k), k
 
