@@ -144,7 +144,7 @@ static int check_all(RedisModuleKey **keys, const multi_req *req, uint64_t now_u
         uint64_t at = free_at(l, now_ms);
         if (at > c->free_at) c->free_at = at;
     }
-    if (c->floor >= LOCK_MAX_TOKEN) {
+    if (c->floor > LOCK_MAX_TOKEN) { /* as core/lock.c: tokens up to LOCK_MAX_TOKEN */
         out->error = "ERR a lock's fencing tokens are exhausted; delete the key to reset it";
         return -1;
     }

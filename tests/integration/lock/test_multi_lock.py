@@ -135,6 +135,19 @@ def test_the_token_is_the_largest_and_keeps_growing(r):
     assert g2[1] > single[1]
 
 
+def test_exhausted_tokens_write_nothing(r):
+    # the last token there is: granted on every key, as LOCK.ACQUIRE would
+    r.execute_command("LOCK.STATE", B, 1, 2 ** 62 - 1, 0)
+    assert acquire_all(r, [A, B], "alice", 1000)[1] == 2 ** 62
+    assert release_all(r, [A, B], "alice") == [0, 0]
+    r.delete(A)
+    with pytest.raises(redis.ResponseError, match="exhausted"):
+        r.execute_command("LOCK.ACQUIRE", B, "x", 1000)
+    with pytest.raises(redis.ResponseError, match="exhausted"):
+        acquire_all(r, [A, B], "alice", 1000)
+    assert r.exists(A) == 0 and holder(r, B) is None
+
+
 def test_crossslot_duplicates_and_options_write_nothing(r):
     with pytest.raises(redis.ResponseError, match="CROSSSLOT"):
         acquire_all(r, ["a", "b"], "alice", 1000)
