@@ -40,7 +40,8 @@ RATELIMIT_SRC := src/ratelimit/count_cmd.c src/ratelimit/limiter.c src/ratelimit
                  src/ratelimit/policy.c src/ratelimit/ratelimit_info.c src/ratelimit/ratelimit_state_cmd.c \
                  src/ratelimit/ratelimit_type.c
 LOCK_SRC      := src/lock/acks.c src/lock/acquire.c src/lock/fencing.c src/lock/inspect.c src/lock/leases.c src/lock/lock_cmd.c \
-                 src/lock/lock_info.c src/lock/lock_type.c src/lock/pool_cmd.c src/lock/sessions.c src/lock/state.c
+                 src/lock/lock_info.c src/lock/lock_type.c src/lock/multi.c src/lock/pool_cmd.c src/lock/sessions.c \
+                 src/lock/state.c
 GLUE_SRC := $(SERVER_SRC) $(CAPTCHA_SRC) $(RATELIMIT_SRC) $(LOCK_SRC) src/module.c
 CORE_OBJ := $(CORE_SRC:src/%.c=$(BUILD)/%.o)
 GLUE_OBJ := $(GLUE_SRC:src/%.c=$(BUILD)/%.o)

@@ -6,6 +6,7 @@
 
 #include "lock/acks.h"
 #include "lock/fencing.h"
+#include "lock/multi.h"
 #include "lock/sessions.h"
 #include "lock/state.h"
 #include "server/clock.h"
@@ -273,5 +274,6 @@ const waitq_ops *lock_waitq_ops(void) {
 }
 
 long long lock_max_queue_length(void) {
-    return waitq_max_length(&lock_wait_ops);
+    long long one = waitq_max_length(&lock_wait_ops), multi = waitq_max_length(lock_multi_waitq_ops());
+    return one > multi ? one : multi; /* a queue headed by a multi-key waiter (multi.c) counts too */
 }

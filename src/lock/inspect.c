@@ -5,6 +5,7 @@
 #include "lock/inspect.h"
 
 #include "lock/acquire.h"
+#include "lock/multi.h"
 #include "lock/state.h"
 #include "server/args.h"
 #include "server/clock.h"
@@ -58,7 +59,8 @@ static void reply_waiter(void *arg, const waitq_waiter_info *w) {
     RedisModule_ReplyWithArray(ctx, 16);
     RedisModule_ReplyWithSimpleString(ctx, "owner");
     RedisModule_ReplyWithStringBuffer(ctx, req->owner, req->owner_len);
-    reply_field_str(ctx, "mode", mode_name(req->shared, req->permits, 0));
+    /* a multi-key waiter (LOCK.ACQUIRE_ALL, multi.c) is listed in each of its keys' queues */
+    reply_field_str(ctx, "mode", w->nkeys > 1 ? "multi" : mode_name(req->shared, req->permits, 0));
     reply_field_ll(ctx, "permits", (long long)req->permits);
     reply_field_ll(ctx, "weight", req->weight ? (long long)req->weight : 1);
     reply_field_ll(ctx, "lease_ms", (long long)req->lease_ms);
@@ -83,10 +85,10 @@ static void reply_full(RedisModuleCtx *ctx, RedisModuleString *keyname, const lo
         if (end > now_ms) reply_holder(ctx, l, &l->holders[i], now_ms, end);
     }
     RedisModule_ReplyWithSimpleString(ctx, "waiters");
-    const waitq_ops *ops = lock_waitq_ops();
-    RedisModule_ReplyWithArray(ctx, waitq_each(ctx, keyname, ops, NULL, NULL));
+    const waitq_ops *ops[] = {lock_waitq_ops(), lock_multi_waitq_ops()};
+    RedisModule_ReplyWithArray(ctx, waitq_each_of(ctx, keyname, ops, 2, NULL, NULL));
     waiters_reply wr = {ctx, now_ms};
-    waitq_each(ctx, keyname, ops, reply_waiter, &wr);
+    waitq_each_of(ctx, keyname, ops, 2, reply_waiter, &wr);
 }
 
 /* LOCK.INSPECT <key> [FULL]

@@ -32,6 +32,7 @@
 #include "lock/fencing.h"
 #include "lock/inspect.h"
 #include "lock/leases.h"
+#include "lock/multi.h"
 #include "lock/sessions.h"
 #include "lock/state.h"
 #include "server/args.h"
@@ -315,5 +316,6 @@ int lock_cmd_register(RedisModuleCtx *ctx) {
     if (leases_init(ctx, lock_expire_leases) == REDISMODULE_ERR) return REDISMODULE_ERR;
     if (sessions_init(ctx) == REDISMODULE_ERR) return REDISMODULE_ERR;
     if (lock_pool_register(ctx) == REDISMODULE_ERR) return REDISMODULE_ERR;
+    if (lock_multi_register(ctx) == REDISMODULE_ERR) return REDISMODULE_ERR; /* LOCK.*_ALL (multi.c) */
     return mc_register_commands(ctx, commands, sizeof(commands) / sizeof(commands[0]), lock_cmdinfo);
 }

@@ -7,7 +7,8 @@
  * sessions.c (release on disconnect), fencing.c (token floor), acquire.c
  * (grants and the wait queue), lock_cmd.c (the commands), pool_cmd.c (a
  * semaphore pool's size: LOCK.ADD_PERMITS, LOCK.DRAIN_PERMITS,
- * LOCK.AVAILABLE_PERMITS), lock_info.c (COMMAND DOCS). */
+ * LOCK.AVAILABLE_PERMITS), multi.c (the multi-key LOCK.*_ALL commands),
+ * lock_info.c (COMMAND DOCS). */
 #ifndef MC_LOCK_GLUE_H
 #define MC_LOCK_GLUE_H
 

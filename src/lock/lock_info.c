@@ -83,6 +83,33 @@ static RedisModuleCommandArg args_concurrency[] = {
     ARG_INT("limit", "holders at once"), OPT_INT("WAIT", "timeout-ms", "block up to this many milliseconds for a slot"), {0}};
 static RedisModuleCommandArg args_concurrency_release[] = {ARG_KEY("key", 0, NULL), ARG_STR("holder", NULL), {0}};
 
+/* LOCK.*_ALL (multi.c): numkeys at argument 1, then the keys. */
+static RedisModuleCommandKeySpec ks_all[] = {
+    {.flags = RW_ACCESS, .begin_search_type = REDISMODULE_KSPEC_BS_INDEX, .bs.index.pos = 1,
+     .find_keys_type = REDISMODULE_KSPEC_FK_KEYNUM, .fk.keynum = {0, 1, 1}},
+    {0}};
+static RedisModuleCommandArg args_lock_acquire_all[] = {
+    ARG_INT("numkeys", "1 to 16 keys, of one hash slot, distinct"),
+    {.name = "key", .type = REDISMODULE_ARG_TYPE_KEY, .key_spec_index = 0, .flags = REDISMODULE_CMD_ARG_MULTIPLE},
+    ARG_STR("owner", "owner token, 1 to 256 bytes"),
+    ARG_INT("lease-ms", "milliseconds"),
+    {.name = "write", .type = REDISMODULE_ARG_TYPE_PURE_TOKEN, .key_spec_index = -1, .token = "WRITE",
+     .summary = "exclusive holds (the default and only mode)", .flags = REDISMODULE_CMD_ARG_OPTIONAL},
+    {.name = "session", .type = REDISMODULE_ARG_TYPE_PURE_TOKEN, .key_spec_index = -1, .token = "SESSION",
+     .flags = REDISMODULE_CMD_ARG_OPTIONAL},
+    OPT_INT("LOCKDELAY", "delay-ms", "milliseconds each key stays taken after its hold ends without a release"),
+    OPT_INT("WAIT", "timeout-ms", "block up to this many milliseconds for every key, first come first served, "
+                                  "holding none meanwhile"),
+    {0}};
+static RedisModuleCommandArg args_lock_release_all[] = {
+    ARG_INT("numkeys", NULL),
+    {.name = "key", .type = REDISMODULE_ARG_TYPE_KEY, .key_spec_index = 0, .flags = REDISMODULE_CMD_ARG_MULTIPLE},
+    ARG_STR("owner", NULL), {0}};
+static RedisModuleCommandArg args_lock_extend_all[] = {
+    ARG_INT("numkeys", NULL),
+    {.name = "key", .type = REDISMODULE_ARG_TYPE_KEY, .key_spec_index = 0, .flags = REDISMODULE_CMD_ARG_MULTIPLE},
+    ARG_STR("owner", NULL), ARG_INT("lease-ms", "milliseconds from now"), {0}};
+
 mc_cmdinfo lock_cmdinfo[] = {
     {"LOCK.ACQUIRE",
      INFO("Acquires a leased lock or semaphore permit: [granted, fencing token, lease_ms | ms until a lease ends]",
@@ -108,6 +135,16 @@ mc_cmdinfo lock_cmdinfo[] = {
           -5, KS_RW, args_concurrency)},
     {"RL.CONCURRENCY_RELEASE", INFO("Frees a holder's slot of a concurrency limit: 1, or 0 if it held none", "O(N)", 3,
                                      KS_RW, args_concurrency_release)},
+    {"LOCK.ACQUIRE_ALL",
+     INFO("Acquires several exclusive locks of one hash slot, all or none: [granted, fencing token (the same on "
+          "every key), lease_ms | ms until they could all be free]",
+          "O(K) for K keys", -5, ks_all, args_lock_acquire_all)},
+    {"LOCK.RELEASE_ALL",
+     INFO("Releases the owner's hold on each key: per key, the acquisitions still held (0: released; -1: not "
+          "held)", "O(K) for K keys", -4, ks_all, args_lock_release_all)},
+    {"LOCK.EXTEND_ALL",
+     INFO("Renews the owner's lease on every key (milliseconds from now), all or none", "O(K) for K keys", -5,
+          ks_all, args_lock_extend_all)},
     {"LOCK.STATE", INFO("Internal (replication, AOF): replaces a key with an exact lock state", "O(P)", -5, KS_OW,
                          args_lock_state)},
     {NULL},

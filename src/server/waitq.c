@@ -4,7 +4,15 @@
  * head is next tried; 0: when kicked) and min_deadline, a lower bound of its
  * waiters' deadlines: exact after a serve, possibly early after a waiter left
  * (the timer then fires early once and recomputes it), so a serve scans the
- * whole queue only when some deadline may have come. */
+ * whole queue only when some deadline may have come.
+ *
+ * A multi-key waiter (waitq_block_all) is a group of waiter nodes, one in each
+ * of its keys' queues, sharing one blocked client, request and deadline. A
+ * queue whose head is such a node serves it only when the node heads every
+ * one of its queues (else the queue waits: the queue where it is not yet at
+ * the head reaches it in order and serves it then). Whatever ends the wait --
+ * served, deadline, CLIENT UNBLOCK, disconnect, TRYAGAIN -- takes every node
+ * out at once, answers once, and kicks the other queues whose head it was. */
 #include <string.h>
 
 #include "server/waitq.h"
@@ -17,6 +25,7 @@
 #define NO_DEADLINE UINT64_MAX
 
 typedef struct waitq waitq;
+typedef struct group group;
 
 typedef struct waiter {
     RedisModuleBlockedClient *bc;
@@ -27,7 +36,15 @@ typedef struct waiter {
     uint64_t client_id;   /* the waiting client (introspection) */
     waitq *q;
     struct waiter *prev, *next;
+    group *group;         /* a multi-key waiter's nodes (this one among them), else NULL */
+    int was_head;         /* it headed its queue when it was taken out */
 } waiter;
+
+/* The nodes of one multi-key waiter, one per key (queue). */
+struct group {
+    int n;
+    waiter *nodes[];
+};
 
 struct waitq {
     int db;
@@ -94,18 +111,26 @@ uint64_t waitq_next_try_ms(RedisModuleCtx *ctx, RedisModuleString *key, uint64_t
     return q->retry_at - now_ms;
 }
 
-long long waitq_each(RedisModuleCtx *ctx, RedisModuleString *key, const waitq_ops *ops, waitq_visit fn, void *arg) {
+long long waitq_each_of(RedisModuleCtx *ctx, RedisModuleString *key, const waitq_ops *const *ops, int nops,
+                        waitq_visit fn, void *arg) {
     waitq *q = find_queue(ctx, key);
     long long n = 0;
     for (waiter *w = q ? q->head : NULL; w; w = w->next) {
-        if (w->ops != ops) continue;
+        int match = 0;
+        for (int i = 0; i < nops && !match; i++) match = w->ops == ops[i];
+        if (!match) continue;
         if (fn) {
-            waitq_waiter_info info = {w->req, w->blocked_ms, w->deadline_ms, w->client_id};
+            waitq_waiter_info info = {w->req, w->blocked_ms, w->deadline_ms, w->client_id,
+                                      w->group ? w->group->n : 1};
             fn(arg, &info);
         }
         n++;
     }
     return n;
+}
+
+long long waitq_each(RedisModuleCtx *ctx, RedisModuleString *key, const waitq_ops *ops, waitq_visit fn, void *arg) {
+    return waitq_each_of(ctx, key, &ops, 1, fn, arg);
 }
 
 long long waitq_total(void) {
@@ -123,18 +148,43 @@ long long waitq_max_length(const waitq_ops *ops) {
     return max;
 }
 
-static void unlink_waiter(waiter *w) {
+/* Take one node out of its queue, noting whether it was the head. */
+static void unlink_node(waiter *w) {
     waitq *q = w->q;
+    w->was_head = q->head == w;
     if (w->prev) w->prev->next = w->next; else q->head = w->next;
     if (w->next) w->next->prev = w->prev; else q->tail = w->prev;
     q->length--;
+}
+
+/* Take the waiter of `w` out: w, or every node of its group. */
+static void unlink_waiter(waiter *w) {
+    if (w->group) {
+        for (int i = 0; i < w->group->n; i++) unlink_node(w->group->nodes[i]);
+    } else {
+        unlink_node(w);
+    }
     total_waiting--;
     RedisModule_DictDelC(by_client, &w->bc, sizeof(w->bc), NULL);
 }
 
+/* Free the waiter of `w` (unlinked): its request once, and every node. */
 static void free_waiter(waiter *w) {
     w->ops->free_req(w->req);
-    RedisModule_Free(w);
+    group *g = w->group;
+    if (g == NULL) {
+        RedisModule_Free(w);
+        return;
+    }
+    for (int i = 0; i < g->n; i++) RedisModule_Free(g->nodes[i]);
+    RedisModule_Free(g);
+}
+
+/* Whether the multi-key waiter `g` heads every one of its queues. */
+static int heads_all(const group *g) {
+    for (int i = 0; i < g->n; i++)
+        if (g->nodes[i]->q->head != g->nodes[i]) return 0;
+    return 1;
 }
 
 static void drop_queue_if_empty(RedisModuleCtx *ctx, waitq *q) {
@@ -147,6 +197,21 @@ static void drop_queue_if_empty(RedisModuleCtx *ctx, waitq *q) {
 }
 
 static void serve(RedisModuleCtx *ctx, void *data);
+static void kick(RedisModuleCtx *ctx, waitq *q);
+
+/* After the waiter of `w` was unlinked: each of its queues other than
+ * `current` (NULL: all of them) is dropped when empty, or served at once when
+ * it headed it (the next waiter may fit now). */
+static void settle(RedisModuleCtx *ctx, waiter *w, waitq *current) {
+    int n = w->group ? w->group->n : 1;
+    for (int i = 0; i < n; i++) {
+        waiter *node = w->group ? w->group->nodes[i] : w;
+        waitq *q = node->q;
+        if (q == current) continue;
+        if (q->head == NULL) drop_queue_if_empty(ctx, q);
+        else if (node->was_head) kick(ctx, q);
+    }
+}
 
 /* (Re)arm the queue's one timer to fire in_ms from now. */
 static void arm(RedisModuleCtx *ctx, waitq *q, uint64_t in_ms) {
@@ -193,6 +258,7 @@ static void expire_due(RedisModuleCtx *ctx, waitq *q, uint64_t now_us) {
             continue;
         }
         unlink_waiter(w);
+        settle(ctx, w, q);
         answer(w, w->ops->timed_out(ctx, q->key, w->req, now_us), NULL);
     }
     q->min_deadline = min;
@@ -221,6 +287,7 @@ static void serve(RedisModuleCtx *ctx, void *data) {
         while (q->head) {
             waiter *w = q->head;
             unlink_waiter(w);
+            settle(ctx, w, q);
             answer(w, NULL, ERR_SLOT_MOVED);
         }
     } else {
@@ -229,11 +296,19 @@ static void serve(RedisModuleCtx *ctx, void *data) {
             waiter *w = q->head;
             void *reply = NULL;
             uint64_t retry_ms = 0;
+            if (w->group && !heads_all(w->group)) {
+                /* it waits for its other queues, and this one with it (nobody
+                 * passes it); the queue where it is not yet at the head serves
+                 * it once it is */
+                q->retry_at = 0;
+                break;
+            }
             if (!w->ops->try_serve(ctx, q->key, w->req, now_us, &reply, &retry_ms)) {
                 q->retry_at = retry_ms ? now_ms + retry_ms : 0; /* 0: until kicked */
                 break;
             }
             unlink_waiter(w);
+            settle(ctx, w, q);
             answer(w, reply, NULL);
         }
     }
@@ -258,24 +333,19 @@ static void free_cb(RedisModuleCtx *ctx, void *privdata) {
     RedisModule_Free(s);
 }
 
-/* Take the waiter of `bc` out of its queue; the next one may be served now. */
+/* Take the waiter of `bc` out of its queues; the next ones may be served now. */
 static waiter *leave(RedisModuleCtx *ctx, RedisModuleBlockedClient *bc) {
     waiter *w = RedisModule_DictGetC(by_client, &bc, sizeof(bc), NULL);
     if (w == NULL) return NULL;
-    waitq *q = w->q;
-    int was_head = q->head == w;
     unlink_waiter(w);
-    if (q->head == NULL) {
-        drop_queue_if_empty(ctx, q);
-    } else if (was_head) {
-        q->kicked = 1;
-        arm(ctx, q, 0);
-    }
+    settle(ctx, w, NULL);
     return w;
 }
 
 /* Redis ends a wait only through CLIENT UNBLOCK (waiters block with no Redis
- * timeout): answered like a deadline, holding nothing. */
+ * timeout): answered like a deadline, holding nothing. (A multi-key family's
+ * timed_out gets the command's argv[1], which need not be a key: it reads its
+ * keys from its request.) */
 static int timeout_cb(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     (void)argc;
     RedisModuleBlockedClient *bc = RedisModule_GetBlockedClientHandle(ctx);
@@ -301,8 +371,9 @@ static void disconnect_cb(RedisModuleCtx *ctx, RedisModuleBlockedClient *bc) {
     }
 }
 
-void waitq_block(RedisModuleCtx *ctx, const waitq_ops *ops, RedisModuleString *key, void *req, uint64_t now_ms,
-                 uint64_t wait_ms, uint64_t retry_ms) {
+/* The queue of `key` in the selected db, created (first try after retry_ms;
+ * 0: when kicked) when there is none. */
+static waitq *queue_for(RedisModuleCtx *ctx, RedisModuleString *key, uint64_t now_ms, uint64_t retry_ms) {
     int db = RedisModule_GetSelectedDb(ctx);
     RedisModuleString *id = mc_db_key_id(db, key);
     waitq *q = RedisModule_DictGet(queues, id, NULL);
@@ -317,28 +388,68 @@ void waitq_block(RedisModuleCtx *ctx, const waitq_ops *ops, RedisModuleString *k
     } else {
         RedisModule_FreeString(NULL, id);
     }
-    waiter *w = RedisModule_Calloc(1, sizeof(*w));
-    w->ops = ops;
-    w->req = req;
+    return q;
+}
+
+/* Append node `w` (its deadline set) to `q` and re-arm the queue's timer when
+ * the node is its earliest deadline or its head. */
+static void enqueue(RedisModuleCtx *ctx, waitq *q, waiter *w, uint64_t now_ms) {
     w->q = q;
-    w->deadline_ms = now_ms + wait_ms;
-    w->blocked_ms = now_ms;
-    w->client_id = RedisModule_GetClientId(ctx);
-    /* No Redis timeout: only this module unblocks the client (see waitq.h). */
-    w->bc = RedisModule_BlockClient(ctx, reply_cb, timeout_cb, free_cb, 0);
-    RedisModule_SetDisconnectCallback(w->bc, disconnect_cb);
     w->prev = q->tail;
     if (q->tail) q->tail->next = w; else q->head = w;
     q->tail = w;
     q->length++;
-    total_waiting++;
-    RedisModule_DictSetC(by_client, &w->bc, sizeof(w->bc), w);
     if (w->deadline_ms < q->min_deadline) {
         q->min_deadline = w->deadline_ms;
         schedule(ctx, q, now_ms);
     } else if (q->head == w) {
         schedule(ctx, q, now_ms);
     }
+}
+
+/* Block the calling client with no Redis timeout: only this module unblocks it
+ * (see waitq.h). */
+static RedisModuleBlockedClient *block_client(RedisModuleCtx *ctx) {
+    RedisModuleBlockedClient *bc = RedisModule_BlockClient(ctx, reply_cb, timeout_cb, free_cb, 0);
+    RedisModule_SetDisconnectCallback(bc, disconnect_cb);
+    return bc;
+}
+
+void waitq_block(RedisModuleCtx *ctx, const waitq_ops *ops, RedisModuleString *key, void *req, uint64_t now_ms,
+                 uint64_t wait_ms, uint64_t retry_ms) {
+    waitq *q = queue_for(ctx, key, now_ms, retry_ms);
+    waiter *w = RedisModule_Calloc(1, sizeof(*w));
+    w->ops = ops;
+    w->req = req;
+    w->deadline_ms = now_ms + wait_ms;
+    w->blocked_ms = now_ms;
+    w->client_id = RedisModule_GetClientId(ctx);
+    w->bc = block_client(ctx);
+    total_waiting++;
+    RedisModule_DictSetC(by_client, &w->bc, sizeof(w->bc), w);
+    enqueue(ctx, q, w, now_ms);
+}
+
+void waitq_block_all(RedisModuleCtx *ctx, const waitq_ops *ops, RedisModuleString **keys, int n, void *req,
+                     uint64_t now_ms, uint64_t wait_ms, uint64_t retry_ms) {
+    group *g = RedisModule_Calloc(1, sizeof(*g) + (size_t)n * sizeof(g->nodes[0]));
+    g->n = n;
+    RedisModuleBlockedClient *bc = block_client(ctx);
+    uint64_t client_id = RedisModule_GetClientId(ctx);
+    for (int i = 0; i < n; i++) {
+        waiter *w = RedisModule_Calloc(1, sizeof(*w));
+        w->ops = ops;
+        w->req = req;
+        w->deadline_ms = now_ms + wait_ms;
+        w->blocked_ms = now_ms;
+        w->client_id = client_id;
+        w->bc = bc;
+        w->group = g;
+        g->nodes[i] = w;
+    }
+    total_waiting++;
+    RedisModule_DictSetC(by_client, &bc, sizeof(bc), g->nodes[0]);
+    for (int i = 0; i < n; i++) enqueue(ctx, queue_for(ctx, keys[i], now_ms, retry_ms), g->nodes[i], now_ms);
 }
 
 /* Have `q`'s timer serve it at once (when anyone waits). */

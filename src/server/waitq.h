@@ -28,7 +28,19 @@
  * retries on the new owner) instead of a write into a slot this node lost.
  * While clients are paused for writes (CLIENT PAUSE WRITE, failover) nobody is
  * granted and the timer retries shortly after; deadlines are still answered.
- * Used by the rate limits (WAIT) and the locks. */
+ * Used by the rate limits (WAIT) and the locks.
+ *
+ * Multi-key waiters (waitq_block_all: a request that needs several keys of
+ * one db at once, e.g. LOCK.ACQUIRE_ALL) queue in every key's queue at once,
+ * in arrival order, and are tried only when they head all of them: then all
+ * of their entries leave together and the client gets one reply. Because
+ * every queue is appended in arrival order, the earliest waiter heads all its
+ * queues first: no cycle, no deadlock, and a waiter holds nothing while it
+ * waits. The cost: a queue whose head is a multi-key waiter that does not yet
+ * head its other queues waits too (nobody passes it), even if its own key is
+ * free. A deadline, CLIENT UNBLOCK, a disconnect or TRYAGAIN takes the waiter
+ * out of every queue once and answers it once; the queues it headed are then
+ * served at once. */
 #ifndef MC_WAITQ_H
 #define MC_WAITQ_H
 
@@ -68,6 +80,15 @@ uint64_t waitq_next_try_ms(RedisModuleCtx *ctx, RedisModuleString *key, uint64_t
 void waitq_block(RedisModuleCtx *ctx, const waitq_ops *ops, RedisModuleString *key, void *req, uint64_t now_ms,
                  uint64_t wait_ms, uint64_t retry_ms);
 
+/* waitq_block for a request on the n keys keys[0..n) (n >= 1, distinct, in
+ * the selected db) at once: queued at the tail of each key's queue, tried
+ * (ops->try_serve, with any one of the keys: the request names its own) only
+ * when it heads every one of them, answered once. The keys are only read
+ * here. ops->timed_out may get a `key` that is none of them (CLIENT UNBLOCK:
+ * the command's argv[1]). */
+void waitq_block_all(RedisModuleCtx *ctx, const waitq_ops *ops, RedisModuleString **keys, int n, void *req,
+                     uint64_t now_ms, uint64_t wait_ms, uint64_t retry_ms);
+
 /* Something was freed on `key`: serve its queue as soon as possible. */
 void waitq_kick(RedisModuleCtx *ctx, RedisModuleString *key);
 
@@ -81,12 +102,17 @@ typedef struct waitq_waiter_info {
     uint64_t blocked_ms;  /* Unix ms: when it started waiting */
     uint64_t deadline_ms; /* Unix ms: when its WAIT runs out */
     uint64_t client_id;   /* the waiting client */
+    int nkeys;            /* keys it waits for at once (waitq_block_all), else 1 */
 } waitq_waiter_info;
 typedef void (*waitq_visit)(void *arg, const waitq_waiter_info *w);
 
 /* Call fn (may be NULL) for each waiter on `key` queued with `ops`, head first;
  * returns how many there are. Reads only. */
 long long waitq_each(RedisModuleCtx *ctx, RedisModuleString *key, const waitq_ops *ops, waitq_visit fn, void *arg);
+
+/* The same for the waiters queued with any of ops[0..nops), in queue order. */
+long long waitq_each_of(RedisModuleCtx *ctx, RedisModuleString *key, const waitq_ops *const *ops, int nops,
+                        waitq_visit fn, void *arg);
 
 /* Clients currently waiting, over all keys (INFO). */
 long long waitq_total(void);

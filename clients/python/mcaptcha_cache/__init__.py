@@ -29,11 +29,12 @@ from .errors import (CaptchaError, CaptchaExists, CaptchaNotFound, ChallengeExis
                      ChallengeNotFound, CrossSlot, InvalidArgument, InvalidCaptchaConfig,
                      LockError, LockLost, LockNotAcquired, LockNotOwned, McaptchaCacheError,
                      PermitsMismatch, RateLimited, RateLimitError, ServerError, WrongType)
-from .lock import Lock, ReadWriteLock, Semaphore
+from .lock import Lock, MultiLock, ReadWriteLock, Semaphore
 from .ratelimit import (RateLimiter, SlidingWindowLimiter, delete_policy, get_policy, list_policies,
                         rate_limited, set_gcra_policy, set_window_policy)
 from .asyncio import Captcha as AsyncCaptcha
 from .asyncio import Lock as AsyncLock
+from .asyncio import MultiLock as AsyncMultiLock
 from .asyncio import RateLimiter as AsyncRateLimiter
 from .asyncio import ReadWriteLock as AsyncReadWriteLock
 from .asyncio import Semaphore as AsyncSemaphore
@@ -42,9 +43,9 @@ from .asyncio import SlidingWindowLimiter as AsyncSlidingWindowLimiter
 __version__ = "0.1.0"
 
 __all__ = [
-    "Lock", "ReadWriteLock", "Semaphore", "RateLimiter", "SlidingWindowLimiter", "Captcha",
+    "Lock", "MultiLock", "ReadWriteLock", "Semaphore", "RateLimiter", "SlidingWindowLimiter", "Captcha",
     "rate_limited", "set_gcra_policy", "set_window_policy", "get_policy", "delete_policy", "list_policies",
-    "AsyncLock", "AsyncReadWriteLock", "AsyncSemaphore", "AsyncRateLimiter", "AsyncSlidingWindowLimiter",
+    "AsyncLock", "AsyncMultiLock", "AsyncReadWriteLock", "AsyncSemaphore", "AsyncRateLimiter", "AsyncSlidingWindowLimiter",
     "AsyncCaptcha",
     "Decision", "LockInfo", "Holder", "Challenge",
     "McaptchaCacheError", "ServerError", "InvalidArgument", "WrongType", "CrossSlot",

@@ -26,7 +26,7 @@ from ._common import (Decision, LockInfo, WaitBudget, check_wait_ms, is_cluster,
 from .errors import LockError, LockLost, LockNotAcquired, LockNotOwned, WrongType, map_error
 from .ratelimit import rate_limited
 
-__all__ = ["Lock", "Semaphore", "RateLimiter", "SlidingWindowLimiter", "Captcha", "rate_limited"]
+__all__ = ["Lock", "MultiLock", "Semaphore", "RateLimiter", "SlidingWindowLimiter", "Captcha", "rate_limited"]
 
 _UNSET = object()
 
@@ -81,7 +81,7 @@ class Lock(_lock._LockBase):
                 raise map_error(e) from e
             except Exception:
                 try:
-                    await conn.execute_command("LOCK.RELEASE", self.name, self.owner)
+                    await conn.execute_command(*self._release_args())
                 except Exception:
                     pass
                 await self._drop_session_client()
@@ -111,7 +111,7 @@ class Lock(_lock._LockBase):
             raise LockNotOwned("lock %r is not held by this instance" % (self.name,))
         conn = self._session_client or self.client
         try:
-            await conn.execute_command("LOCK.RELEASE", self.name, self.owner)
+            missed = self._release_missed(await conn.execute_command(*self._release_args()))
         except redis.exceptions.ResponseError as e:
             err = map_error(e)
             if isinstance(err, (LockNotOwned, WrongType)):
@@ -120,6 +120,10 @@ class Lock(_lock._LockBase):
                 raise LockLost("lock %r was lost while held: %s" % (self.name, self._lost_reason),
                                reply=err.reply) from e
             raise err from e
+        if missed:
+            await self._mark_lost("the server answered the release: %s" % (missed,))
+            await self._drop_session_client()
+            raise LockLost("lock %r was lost while held: %s" % (self.name, self._lost_reason))
         self._held = False
         await self._drop_session_client()
 
@@ -132,7 +136,7 @@ class Lock(_lock._LockBase):
             raise LockNotOwned("lock %r is not held by this instance" % (self.name,))
         sent = time.monotonic()
         try:
-            lease = int(await self.client.execute_command("LOCK.EXTEND", self.name, self.owner, ms))
+            lease = int(await self.client.execute_command(*self._extend_args(ms)))
         except redis.exceptions.ResponseError as e:
             err = map_error(e)
             if isinstance(err, (LockNotOwned, WrongType)):
@@ -225,8 +229,7 @@ class Lock(_lock._LockBase):
                 return
             sent = time.monotonic()
             try:
-                lease = await self.client.execute_command("LOCK.EXTEND", self.name, self.owner,
-                                                          self.lease_ms)
+                lease = await self.client.execute_command(*self._extend_args(self.lease_ms))
             except redis.exceptions.ResponseError as e:
                 err = map_error(e)
                 if isinstance(err, (LockNotOwned, WrongType)):
@@ -273,6 +276,14 @@ class Semaphore(Lock):
     async def available_permits(self):
         """See :meth:`mcaptcha_cache.Semaphore.available_permits`."""
         return await self._pool("LOCK.AVAILABLE_PERMITS")
+
+
+class MultiLock(_lock._MultiArgs, Lock):
+    __doc__ = ("asyncio version of :class:`mcaptcha_cache.MultiLock` (``async with``).\n\n"
+               + (_lock.MultiLock.__doc__ or ""))
+
+    def __init__(self, client, keys, lease_ms, wait_ms=None, session=False, **kw):
+        Lock.__init__(self, client, self._multi_init(keys), lease_ms, wait_ms, session, **kw)
 
 
 class ReadWriteLock(_lock.ReadWriteLock):

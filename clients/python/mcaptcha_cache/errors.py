@@ -154,6 +154,7 @@ _PREFIXES = (
     ("WRONGTYPE", WrongType),
     ("CROSSSLOT", CrossSlot),
     ("the lock is not held by this owner", LockNotOwned),
+    ("the locks are not all held by this owner", LockNotOwned),
     ("PERMITS differs", PermitsMismatch),
     ("captcha already exists", CaptchaExists),
     ("target captcha already exists", CaptchaExists),

@@ -15,7 +15,7 @@ from ._common import (LockInfo, WaitBudget, check_ms, check_wait_ms, default_ren
                       parse_grant, round_cap_ms, to_str, wait_args)
 from .errors import LockError, LockLost, LockNotAcquired, LockNotOwned, WrongType, map_error
 
-__all__ = ["Lock", "ReadWriteLock", "Semaphore"]
+__all__ = ["Lock", "MultiLock", "ReadWriteLock", "Semaphore"]
 
 log = logging.getLogger("mcaptcha_cache")
 
@@ -91,6 +91,17 @@ class _LockBase:
             args.append(self._mode)
         args += wait_args(wait)
         return args
+
+    # The release and renewal commands (MultiLock's are the LOCK.*_ALL ones).
+    def _release_args(self):
+        return ["LOCK.RELEASE", self.name, self.owner]
+
+    def _extend_args(self, ms):
+        return ["LOCK.EXTEND", self.name, self.owner, ms]
+
+    def _release_missed(self, reply):
+        """Why a release's reply shows part of the hold was gone already (None: it was not)."""
+        return None
 
 
 class Lock(_LockBase):
@@ -204,7 +215,7 @@ class Lock(_LockBase):
 
     def _best_effort_release(self, conn):
         try:
-            conn.execute_command("LOCK.RELEASE", self.name, self.owner)
+            conn.execute_command(*self._release_args())
         except Exception:
             pass
 
@@ -227,7 +238,7 @@ class Lock(_LockBase):
             raise LockNotOwned("lock %r is not held by this instance" % (self.name,))
         conn = self._session_client or self.client
         try:
-            conn.execute_command("LOCK.RELEASE", self.name, self.owner)
+            missed = self._release_missed(conn.execute_command(*self._release_args()))
         except redis.exceptions.ResponseError as e:
             err = map_error(e)
             if isinstance(err, (LockNotOwned, WrongType)):
@@ -236,6 +247,10 @@ class Lock(_LockBase):
                 raise LockLost("lock %r was lost while held: %s" % (self.name, self._lost_reason),
                                reply=err.reply) from e
             raise err from e
+        if missed:
+            self._mark_lost("the server answered the release: %s" % (missed,))
+            self._drop_session_client()
+            raise LockLost("lock %r was lost while held: %s" % (self.name, self._lost_reason))
         with self._state:
             self._held = False
         self._drop_session_client()
@@ -252,7 +267,7 @@ class Lock(_LockBase):
             raise LockNotOwned("lock %r is not held by this instance" % (self.name,))
         sent = time.monotonic()
         try:
-            lease = int(self.client.execute_command("LOCK.EXTEND", self.name, self.owner, ms))
+            lease = int(self.client.execute_command(*self._extend_args(ms)))
         except redis.exceptions.ResponseError as e:
             err = map_error(e)
             if isinstance(err, (LockNotOwned, WrongType)):
@@ -341,8 +356,7 @@ class Lock(_LockBase):
                 return
             sent = time.monotonic()
             try:
-                lease = self.client.execute_command("LOCK.EXTEND", self.name, self.owner,
-                                                    self.lease_ms)
+                lease = self.client.execute_command(*self._extend_args(self.lease_ms))
             except redis.exceptions.ResponseError as e:
                 err = map_error(e)
                 if isinstance(err, (LockNotOwned, WrongType)):
@@ -449,3 +463,50 @@ class ReadWriteLock:
     def write_lock(self):
         """A new lock object for an exclusive (write) hold."""
         return self._make("WRITE")
+
+
+class _MultiArgs:
+    """The LOCK.*_ALL commands of a multi-key lock (shared by the sync and asyncio classes)."""
+
+    def _multi_init(self, keys):
+        keys = list(keys)
+        if not keys:
+            raise ValueError("a MultiLock needs at least one key")
+        if len(set(to_str(k) for k in keys)) != len(keys):
+            raise ValueError("a MultiLock's keys must be distinct")
+        self.keys = keys
+        return keys[0]
+
+    def _acquire_args(self, wait):
+        args = ["LOCK.ACQUIRE_ALL", len(self.keys), *self.keys, self.owner, self.lease_ms]
+        if self.session:
+            args.append("SESSION")
+        if self.lock_delay_ms:
+            args += ["LOCKDELAY", self.lock_delay_ms]
+        return args + list(wait_args(wait))
+
+    def _release_args(self):
+        return ["LOCK.RELEASE_ALL", len(self.keys), *self.keys, self.owner]
+
+    def _extend_args(self, ms):
+        return ["LOCK.EXTEND_ALL", len(self.keys), *self.keys, self.owner, ms]
+
+    def _release_missed(self, reply):
+        gone = [to_str(k) for k, left in zip(self.keys, reply) if int(left) < 0]
+        return ("not held any more at %s" % ", ".join(gone)) if gone else None
+
+
+class MultiLock(_MultiArgs, Lock):
+    """Several exclusive locks taken all or none (``LOCK.ACQUIRE_ALL``), renewed together
+    (``LOCK.EXTEND_ALL``) and released together (``LOCK.RELEASE_ALL``).
+
+    ``MultiLock(client, keys, lease_ms, wait_ms=None, session=False, **kw)``: the arguments of
+    :class:`Lock`, with a list of distinct keys of one hash slot (use a hash tag:
+    ``["{acct}:1", "{acct}:2"]``; else :class:`CrossSlot`) instead of one name. While it waits
+    it holds none of the keys, so two MultiLocks over the same keys in different orders cannot
+    deadlock. ``token`` is one fencing token valid on every key. ``name`` is the first key
+    (``inspect()`` shows that one); ``keys`` all of them. A release that finds some key no
+    longer held (its lease ended) releases the others and raises :class:`LockLost`."""
+
+    def __init__(self, client, keys, lease_ms, wait_ms=None, session=False, **kw):
+        Lock.__init__(self, client, self._multi_init(keys), lease_ms, wait_ms, session, **kw)
