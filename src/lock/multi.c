@@ -28,7 +28,8 @@
  * once (waitq_block_all): it is served when it heads all of them and every key
  * is free, so a queue whose head is a multi-key waiter not yet at the head of
  * its other queues waits (nobody passes it). Bad input (arity, CROSSSLOT, a
- * duplicate key, WRONGTYPE on any key, a semaphore held with several permits)
+ * duplicate key, WRONGTYPE on any key, a semaphore held with several permits,
+ * a semaphore pool whose size was changed by LOCK.ADD_PERMITS/DRAIN_PERMITS)
  * is refused before anything is written. */
 #include <stdio.h>
 #include <string.h>
@@ -128,6 +129,18 @@ static int check_all(RedisModuleKey **keys, const multi_req *req, uint64_t now_u
         const lockv *l = value_of(keys[i]);
         if (l == NULL) continue;
         if (l->last_token + 1 > c->floor) c->floor = l->last_token + 1;
+        if (l->adjust != 0) {
+            /* a semaphore pool (LOCK.ADD_PERMITS, LOCK.DRAIN_PERMITS): its size is
+             * not one permit, held or not, so no exclusive grant can be made there */
+            size_t len;
+            const char *k = RedisModule_StringPtrLen(req->keys[i], &len);
+            char buf[240];
+            snprintf(buf, sizeof(buf), "ERR key '%.*s' is a semaphore pool of size %u (LOCK.ADD_PERMITS, "
+                     "LOCK.DRAIN_PERMITS): LOCK.ACQUIRE_ALL takes locks of one permit", len > 64 ? 64 : (int)len, k,
+                     lock_size(l));
+            out->owned_error = RedisModule_Strdup(buf);
+            return -1;
+        }
         if (lock_taken(l, now_ms) == 0) continue;
         if (l->permits != 1) {
             size_t len;

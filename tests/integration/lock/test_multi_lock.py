@@ -191,6 +191,23 @@ def test_held_semaphore_is_refused(r):
     assert r.exists(A) == 0
 
 
+@pytest.mark.parametrize("change", [("LOCK.DRAIN_PERMITS", B, "PERMITS", 1), ("LOCK.ADD_PERMITS", B, 2, "PERMITS", 1)],
+                         ids=["drained", "added"])
+def test_semaphore_pool_is_refused(r, change):
+    # A key whose pool size was changed is no lock of one permit, held or not: a drained
+    # one (size 0) must not answer a grant that holds nothing, an enlarged one (size 3)
+    # must not be taken as exclusive. Refused for good, nothing written on any key.
+    r.execute_command(*change)
+    before = r.execute_command("DEBUG", "DIGEST-VALUE", B)
+    with pytest.raises(redis.ResponseError, match="semaphore pool of size"):
+        acquire_all(r, [A, B], "alice", 1000)
+    with pytest.raises(redis.ResponseError, match="semaphore pool of size"):
+        acquire_all(r, [A, B], "alice", 1000, "WAIT", 5000)
+    assert r.exists(A) == 0
+    assert r.execute_command("DEBUG", "DIGEST-VALUE", B) == before
+    assert holder(r, B) is None
+
+
 def test_release_reports_what_was_not_held(r):
     assert acquire_all(r, [A, B], "alice", 30000)[0] == 1
     assert r.execute_command("LOCK.RELEASE", A, "alice") == 0
