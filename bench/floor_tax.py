@@ -39,6 +39,15 @@ FLOOR_PAIRS = {
     "semaphore": ("LOCK.ACQUIRE PERMITS 5 + LOCK.RELEASE", [
         ("pair", [["LOCK.ACQUIRE", "sm:#", B.OWNER, "10000", "PERMITS", "5"], ["LOCK.RELEASE", "sm:#", B.OWNER]],
          ["lock.acquire", "lock.release"])]),
+    # two keys of one hash slot taken and released together (against two plain pairs)
+    "multi_lock": ("LOCK.ACQUIRE_ALL 2 + LOCK.RELEASE_ALL 2", [
+        ("pair", [["LOCK.ACQUIRE_ALL", "2", "{ml#}a", "{ml#}b", B.OWNER, "10000"],
+                  ["LOCK.RELEASE_ALL", "2", "{ml#}a", "{ml#}b", B.OWNER]],
+         ["lock.acquire_all", "lock.release_all"])]),
+    # the semaphore pair on pools whose size LOCK.ADD_PERMITS changed (PERMITS 3 + 2 = 5)
+    "pool_semaphore": ("LOCK.ACQUIRE PERMITS 3 + LOCK.RELEASE, pool of 5 (ADD_PERMITS 2)", [
+        ("pair", [["LOCK.ACQUIRE", "ps:#", B.OWNER, "10000", "PERMITS", "3"], ["LOCK.RELEASE", "ps:#", B.OWNER]],
+         ["lock.acquire", "lock.release"])]),
     "read_lock": ("LOCK.ACQUIRE READ + LOCK.RELEASE", [
         ("pair", [["LOCK.ACQUIRE", "rl:#", B.OWNER, "10000", "READ"], ["LOCK.RELEASE", "rl:#", B.OWNER]],
          ["lock.acquire", "lock.release"])]),
@@ -49,6 +58,7 @@ PAIR_FLOOR_OF = [("lock", "floor_lock"), ("semaphore", "floor_lock")]
 def preload_floor(srv):
     B.preload(srv, "floor", B.KEYS_MAIN, ["FLOOR.WRITE", "fw:#"])
     srv.c("RL.POLICY_SET", "bench-gcra", "GCRA", 1000, 3600000, "BURST", 1000000)
+    B.preload(srv, "pool", B.KEYS_MAIN, ["LOCK.ADD_PERMITS", "ps:#", "2", "PERMITS", "3"])
 
 
 def floor_ratios(thr, pairs):
@@ -65,6 +75,14 @@ def floor_ratios(thr, pairs):
     # RL.GCRA by a stored policy against RL.GCRA with the numbers (1.0: as cheap)
     out["policy_vs_numbers"] = (B.cpu_ratio(pl["rl_gcra_policy"]["samples"], pl["rl_gcra"]["samples"]),
                                 B.paired_ratio(pl["rl_gcra_policy"]["samples"], pl["rl_gcra"]["samples"]))
+    # two keys taken and released by LOCK.*_ALL against two plain pairs (1.0: as cheap)
+    a, b = pairs["multi_lock"]["samples"], pairs["lock"]["samples"]
+    out["multi_vs_two_pairs"] = (statistics.median(2 * y["cpu_us_per_pair"] / x["cpu_us_per_pair"] for x, y in zip(a, b)),
+                                 statistics.median(x["pairs_per_s"] / (y["pairs_per_s"] / 2) for x, y in zip(a, b)))
+    # a semaphore pair on an adjusted pool against the plain semaphore pair (1.0: as cheap)
+    a, b = pairs["pool_semaphore"]["samples"], pairs["semaphore"]["samples"]
+    out["pool_vs_semaphore_pair"] = (statistics.median(y["cpu_us_per_pair"] / x["cpu_us_per_pair"] for x, y in zip(a, b)),
+                                     statistics.median(x["pairs_per_s"] / y["pairs_per_s"] for x, y in zip(a, b)))
     # a read-write lock's READ pair against the plain lock pair (1.0: as cheap)
     a, b = pairs["read_lock"]["samples"], pairs["lock"]["samples"]
     out["read_vs_lock_pair"] = (statistics.median(y["cpu_us_per_pair"] / x["cpu_us_per_pair"] for x, y in zip(a, b)),
@@ -174,7 +192,9 @@ def report_lines(fr, hist, tax, cell):
              "cl_throttle": "CL.THROTTLE / floor limit (5 args)", "lock_pair": "lock acquire+release / floor lock pair",
              "semaphore_pair": "semaphore (PERMITS 5) pair / floor lock pair",
              "read_vs_lock_pair": "read-write lock READ pair / plain lock pair",
-             "policy_vs_numbers": "RL.GCRA POLICY name / RL.GCRA with the numbers"}
+             "policy_vs_numbers": "RL.GCRA POLICY name / RL.GCRA with the numbers",
+             "multi_vs_two_pairs": "LOCK.*_ALL pair of 2 keys / two plain lock pairs",
+             "pool_vs_semaphore_pair": "semaphore pair, adjusted pool / plain semaphore pair"}
     for k, label in names.items():
         out.append("  %-50s %5.2fx  (throughput %5.2fx)" % (label, fr[k][0], fr[k][1]))
     out.append("")

@@ -137,7 +137,9 @@ static void close_pool_write(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModu
  * Adds <delta> permits to the pool (-1024..1024; negative: removes them, even
  * below the permits taken: holders keep theirs, and no grant is made until
  * fewer are taken than the size). Reply: the pool's size after. A size that
- * would leave 0..1024 is refused and nothing changes. Waiters are served. */
+ * would leave 0..1024 is refused and nothing changes, and so is adding to a
+ * held lock of one permit with no adjustment (it is exclusive). Waiters are
+ * served. */
 static int LockAddPermits_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc < 3) return RedisModule_WrongArity(ctx);
     long long delta;
@@ -153,6 +155,15 @@ static int LockAddPermits_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **
     uint32_t old_permits;
     if (open_pool_write(ctx, argv[1], n, now_ms, &key, &l, &created, &old_permits) != 0) return REDISMODULE_OK;
     uint32_t old_size = lock_size(l);
+    int32_t old_adjust = l->adjust;
+    if (!created && delta > 0 && l->permits == 1 && l->adjust == 0 && lock_live_holders(l, now_ms) > 0) {
+        /* a held lock of one permit (LOCK.ACQUIRE, LOCK.ACQUIRE_ALL) is exclusive:
+         * a second permit would let another owner in beside its holder */
+        l->permits = old_permits;
+        RedisModule_CloseKey(key);
+        return RedisModule_ReplyWithError(ctx, "ERR this key is a lock of one permit, held: adding permits would let "
+                                               "another owner in beside its holder; add them once it is released");
+    }
     if (lock_add_permits(l, delta) != 0) {
         long long size = (long long)old_size + delta;
         if (created) lock_free(l);
@@ -165,7 +176,9 @@ static int LockAddPermits_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **
         return RedisModule_ReplyWithError(ctx, buf);
     }
     long long size = lock_size(l);
-    int changed = created ? l->adjust != 0 : (delta != 0 || l->permits != old_permits);
+    /* what the value holds now, not what was asked: a delta of 0 may still
+     * normalise an adjustment the clamp had left above the size */
+    int changed = created ? l->adjust != 0 : (l->adjust != old_adjust || l->permits != old_permits);
     close_pool_write(ctx, key, argv[1], l, created, changed, now_ms);
     if (changed) waitq_kick(ctx, argv[1]); /* permits may have come free: the head waiter first */
     return RedisModule_ReplyWithLongLong(ctx, size);
@@ -185,8 +198,12 @@ static int LockDrainPermits_RedisCommand(RedisModuleCtx *ctx, RedisModuleString 
     int created;
     uint32_t old_permits;
     if (open_pool_write(ctx, argv[1], n, now_ms, &key, &l, &created, &old_permits) != 0) return REDISMODULE_OK;
+    int32_t old_adjust = l->adjust;
     uint32_t drained = lock_drain(l, now_ms);
-    close_pool_write(ctx, key, argv[1], l, created, drained > 0 || l->permits != old_permits, now_ms);
+    /* changed: what the value holds now (draining nothing may still normalise a
+     * clamped adjustment), so a replica and the AOF get every change */
+    int changed = created ? l->adjust != 0 : (l->adjust != old_adjust || l->permits != old_permits);
+    close_pool_write(ctx, key, argv[1], l, created, changed, now_ms);
     return RedisModule_ReplyWithLongLong(ctx, drained);
 }
 

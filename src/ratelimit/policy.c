@@ -88,15 +88,16 @@ int rl_policy_resolve_or_reply(RedisModuleCtx *ctx, RedisModuleString *name, pol
 }
 
 /* Whether the AOF is on and rewritten without the RDB preamble: such a rewrite
- * keeps no module aux data, hence no policy. */
+ * keeps no module aux data, hence no policy. 1: yes; 0: no; -1: the AOF is on
+ * but aof-use-rdb-preamble cannot be read (CONFIG renamed or disabled). */
 static int aof_without_preamble(RedisModuleCtx *ctx) {
     if (!(RedisModule_GetContextFlags(ctx) & REDISMODULE_CTX_FLAGS_AOF)) return 0;
     RedisModuleCallReply *r = RedisModule_Call(ctx, "CONFIG", "cc", "GET", "aof-use-rdb-preamble");
-    int no = 0;
+    int no = -1;
     if (r && RedisModule_CallReplyType(r) == REDISMODULE_REPLY_ARRAY && RedisModule_CallReplyLength(r) == 2) {
         size_t len;
         const char *v = RedisModule_CallReplyStringPtr(RedisModule_CallReplyArrayElement(r, 1), &len);
-        no = v && len == 2 && strncasecmp(v, "no", 2) == 0;
+        if (v) no = len == 2 && strncasecmp(v, "no", 2) == 0;
     }
     if (r) RedisModule_FreeCallReply(r);
     return no;
@@ -154,7 +155,12 @@ static int PolicySet_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv,
         return RedisModule_ReplyWithError(ctx, "ERR too many policies (at most 65536 per node)");
     /* Replayed from the primary or the AOF: what was accepted there is kept. */
     int replayed = RedisModule_GetContextFlags(ctx) & (REDISMODULE_CTX_FLAGS_REPLICATED | REDISMODULE_CTX_FLAGS_LOADING);
-    if (!replayed && aof_without_preamble(ctx))
+    int no_preamble = replayed ? 0 : aof_without_preamble(ctx);
+    if (no_preamble < 0)
+        RedisModule_Log(ctx, "warning", "mcaptcha_cache: RL.POLICY_SET could not read aof-use-rdb-preamble (CONFIG "
+                        "renamed?); stored policies survive an AOF rewrite only with the RDB preamble (yes, the "
+                        "default)");
+    if (no_preamble > 0)
         return RedisModule_ReplyWithError(ctx, "ERR policies are kept in the RDB (and the AOF's RDB preamble), but "
                                                "appendonly is yes with aof-use-rdb-preamble no: an AOF rewrite would "
                                                "drop them; set aof-use-rdb-preamble yes first");
@@ -318,7 +324,11 @@ static void on_persistence(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t sub
     if (sub != REDISMODULE_SUBEVENT_PERSISTENCE_AOF_START && sub != REDISMODULE_SUBEVENT_PERSISTENCE_SYNC_AOF_START)
         return;
     uint64_t n = RedisModule_DictSize(policies);
-    if (n > 0 && aof_without_preamble(ctx))
+    int no_preamble = n > 0 ? aof_without_preamble(ctx) : 0;
+    if (no_preamble < 0)
+        RedisModule_Log(ctx, "warning", "mcaptcha_cache: could not read aof-use-rdb-preamble (CONFIG renamed?): if "
+                        "it is no, this AOF rewrite drops the %llu stored rate-limit policies", (unsigned long long)n);
+    if (no_preamble > 0)
         RedisModule_Log(ctx, "warning", "mcaptcha_cache: this AOF rewrite has no RDB preamble (aof-use-rdb-preamble "
                         "no), so the rewritten AOF drops the %llu stored rate-limit policies; set "
                         "aof-use-rdb-preamble yes and rewrite again (BGREWRITEAOF)", (unsigned long long)n);

@@ -292,3 +292,50 @@ def test_read_is_refused_on_an_adjusted_pool(r):
     assert r.execute_command(ACQ, "rp", "w", 60000, "WRITE")[0] == 1
     assert r.execute_command(ACQ, "rp", "v", 60000)[0] == 1
     assert _pool(r, "rp") == (1, 1, 2, 0, [(b"v", 1), (b"w", 1)])
+
+
+@pytest.mark.parametrize("change", ["add-0", "drain-nothing"])
+def test_a_change_that_only_normalises_the_adjustment_replicates(replica_pair, sync, change):
+    # An unheld pool takes the next acquirer's PERMITS as its base and keeps its adjustment,
+    # so base 1024 + adjustment 1023 is clamped to a size of 1024. A later ADD 0 (or a DRAIN
+    # that finds nothing free) rewrites the adjustment to 0 in the primary's value: that is a
+    # change, and the replica and the AOF must get it (digests equal).
+    primary, replica = replica_pair
+    p = primary.client()
+    assert p.execute_command(ADD, "p", 1023, "PERMITS", 1) == 1024
+    take = ["TAKE", 1024] if change == "drain-nothing" else []
+    assert p.execute_command(ACQ, "p", "o1", 600000, "PERMITS", 1024, *take)[0] == 1
+    if change == "add-0":
+        assert p.execute_command("LOCK.RELEASE", "p", "o1") == 0
+        assert p.execute_command("LOCK.INSPECT", "p")[4:] == [1023, 1024]
+        assert p.execute_command(ADD, "p", 0) == 1024
+    else:
+        assert p.execute_command(DRAIN, "p") == 0
+    sync(primary, replica)
+    rr = replica.client()
+    assert rr.execute_command("LOCK.INSPECT", "p")[4:] == p.execute_command("LOCK.INSPECT", "p")[4:]
+    assert rr.execute_command("DEBUG", "DIGEST-VALUE", "p") == p.execute_command("DEBUG", "DIGEST-VALUE", "p")
+
+
+@pytest.mark.parametrize("how", ["acquire", "acquire_all", "lock-delay"])
+def test_a_held_lock_of_one_permit_gets_no_second_permit(r, how):
+    # A held lock of one permit is exclusive: ADD_PERMITS would let another owner in beside
+    # its holder (or into its lock-delay). Refused, nothing written; once it is free, allowed.
+    if how == "acquire":
+        assert r.execute_command(ACQ, "{k}a", "o", 600000)[0] == 1
+    elif how == "acquire_all":
+        assert r.execute_command("LOCK.ACQUIRE_ALL", 2, "{k}a", "{k}b", "o", 600000)[0] == 1
+    else:
+        assert r.execute_command(ACQ, "{k}a", "o", 100, "SESSION", "LOCKDELAY", 600000)[0] == 1
+        r.connection_pool.disconnect()  # the session ends: a lock-delay keeps the permit
+        wait_until(lambda: r.execute_command("LOCK.INSPECT", "{k}a")[3][0][3] == 0, "the lock-delay")
+    before = r.execute_command("DEBUG", "DIGEST-VALUE", "{k}a")
+    with pytest.raises(redis.ResponseError, match="lock of one permit, held"):
+        r.execute_command(ADD, "{k}a", 1)
+    assert r.execute_command("DEBUG", "DIGEST-VALUE", "{k}a") == before
+    assert r.execute_command(ACQ, "{k}a", "x", 600000)[0] == 0
+    # lowering it is no risk to exclusivity
+    assert r.execute_command(ADD, "{k}a", -1) == 0
+    if how != "lock-delay":
+        assert r.execute_command("LOCK.RELEASE", "{k}a", "o") == 0
+        assert r.execute_command(ADD, "{k}a", 2) == 2

@@ -280,6 +280,20 @@ def test_rewrite_without_preamble_logs_a_warning(aof_server):
     assert policies(s.client()) == {}
 
 
+def test_unreadable_preamble_setting_is_logged(servers):
+    # With CONFIG renamed (a common hardening), the module cannot read
+    # aof-use-rdb-preamble: SET is kept working (the default is yes) but each SET, and a
+    # rewrite while policies exist, logs that the setting could not be checked.
+    s = servers.new(appendonly=True, aof_preamble=False, config={"rename-command": ["CONFIG", "CONFIG-7f3a"]})
+    c = s.client()
+    assert c.execute_command("RL.POLICY_SET", "p", "GCRA", 1, 1000) == b"OK"
+    wait_until(lambda: "RL.POLICY_SET could not read aof-use-rdb-preamble" in open(s.logfile, errors="replace").read(),
+               "the warning of an unreadable preamble setting")
+    c.execute_command("BGREWRITEAOF")
+    wait_until(lambda: "if it is no, this AOF rewrite drops the 1 stored" in open(s.logfile, errors="replace").read(),
+               "the rewrite's warning")
+
+
 # --------------------------------------------------------------- replication
 def test_replica_full_sync_and_stream(servers):
     primary = servers.new(name="primary")

@@ -44,6 +44,7 @@ OPTION_COMMANDS = {
     "RL.WINDOW_PEEK": (["ek", 10, 1000], WINDOW_PEEK),
     CHALLENGE_SET: ([chkey("s", "c"), 5, 30], "PXAT unix-time-milliseconds"),
     "LOCK.INSPECT": (["ek"], "FULL"),
+    "LOCK.ACQUIRE_ALL": ([2, "{ek}a", "{ek}b", "owner", 10000], "WRITE, SESSION, LOCKDELAY delay-ms, WAIT timeout-ms"),
     "LOCK.ADD_PERMITS": (["ek", 1], "PERMITS n"),
     "LOCK.DRAIN_PERMITS": (["ek"], "PERMITS n"),
     "LOCK.AVAILABLE_PERMITS": (["ek"], "PERMITS n"),
@@ -57,6 +58,10 @@ CASES = [
     ("LOCK.DRAIN_PERMITS", ["PERMITS", 2, "X"], unknown("LOCK.DRAIN_PERMITS", "X", "PERMITS n")),
     ("LOCK.AVAILABLE_PERMITS", ["permits"], needs("PERMITS", "n")),
     # an unknown option, anywhere among the options
+    ("LOCK.ACQUIRE_ALL", ["FOO"], unknown("LOCK.ACQUIRE_ALL", "FOO", "WRITE, SESSION, LOCKDELAY delay-ms, WAIT timeout-ms")),
+    ("LOCK.ACQUIRE_ALL", ["SESSION", "NX"], unknown("LOCK.ACQUIRE_ALL", "NX", "WRITE, SESSION, LOCKDELAY delay-ms, WAIT timeout-ms")),
+    ("LOCK.ACQUIRE_ALL", ["WAIT"], needs("WAIT", "timeout-ms")),
+    ("LOCK.ACQUIRE_ALL", ["LOCKDELAY"], needs("LOCKDELAY", "delay-ms")),
     ("LOCK.ACQUIRE", ["FOO"], unknown("LOCK.ACQUIRE", "FOO", LOCK_ACQUIRE)),
     ("LOCK.ACQUIRE", ["REENTRANT", "WAIT", 5, "NX"], unknown("LOCK.ACQUIRE", "NX", LOCK_ACQUIRE)),
     ("RL.CONCURRENCY", ["FOO"], unknown("RL.CONCURRENCY", "FOO", "WAIT timeout-ms")),
