@@ -391,7 +391,11 @@ def test_semaphore_pool(server):
             x, y = AsyncSemaphore(ar, "sp:a", 1, 60000), AsyncSemaphore(ar, "sp:a", 1, 60000)
             assert await x.acquire(wait_ms=0)
             assert not await y.acquire(wait_ms=0)
+            with pytest.raises(mcaptcha_cache.ServerError, match="lock of one permit, held"):
+                await x.add_permits(1)  # held and exclusive: no second owner beside x
+            await x.release()
             assert await x.add_permits(1) == 2
+            assert await x.acquire(wait_ms=0)
             assert await y.available_permits() == 1
             assert await y.acquire(wait_ms=0)
             await x.release()

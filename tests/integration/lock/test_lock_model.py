@@ -559,6 +559,9 @@ class LockMachine(RuleBasedStateMachine):
         lk = self.locks.get(key)
         model = lk if lk is not None else LockM(n)
         base = n if n is not None else model.permits
+        if (err is None and not drain and delta > 0 and lk is not None and lk.permits == 1 and lk.adjust == 0
+                and lk.entries()):
+            err = "lock of one permit, held"  # exclusive: a second permit would let another owner in
         if err is None and not drain and not 0 <= model.size(base) + delta <= 1024:
             err = "must stay from 0 to 1024"
         if err is not None:
