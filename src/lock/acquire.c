@@ -26,17 +26,19 @@ typedef struct lock_reply {
     uint32_t permits;   /* error 3: the semaphore's size */
 } lock_reply;
 
+int lock_reply_permits_differ(RedisModuleCtx *ctx, uint32_t permits) {
+    char buf[200];
+    snprintf(buf, sizeof(buf),
+             "ERR PERMITS differs from the semaphore's size (%u) while it is held; "
+             "the size changes only once every permit is released",
+             permits);
+    return RedisModule_ReplyWithError(ctx, buf);
+}
+
 static int reply_acquire(RedisModuleCtx *ctx, const lock_reply *r) {
     if (r->error == 2)
         return RedisModule_ReplyWithError(ctx, "ERR the lock's fencing tokens are exhausted; delete the key to reset it");
-    if (r->error == 3) {
-        char buf[200];
-        snprintf(buf, sizeof(buf),
-                 "ERR PERMITS differs from the semaphore's size (%u) while it is held; "
-                 "the size changes only once every permit is released",
-                 r->permits);
-        return RedisModule_ReplyWithError(ctx, buf);
-    }
+    if (r->error == 3) return lock_reply_permits_differ(ctx, r->permits);
     if (r->error == 5)
         return RedisModule_ReplyWithError(ctx, "ERR the owner re-enters holding fewer permits than this TAKE asks "
                                                "for; a reentry takes no more permits (release and acquire again)");

@@ -44,4 +44,8 @@ long long lock_max_queue_length(void);
  * introspection (server/waitq.h's waitq_each). */
 const waitq_ops *lock_waitq_ops(void);
 
+/* Reply the error of an acquire (or a pool command) whose PERMITS n differs
+ * from the held semaphore's base size `permits`. */
+int lock_reply_permits_differ(RedisModuleCtx *ctx, uint32_t permits);
+
 #endif

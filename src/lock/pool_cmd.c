@@ -66,71 +66,88 @@ static int used_for_read(RedisModuleCtx *ctx, RedisModuleString *keyname, const 
     return readers > 0;
 }
 
-/* Reply the error of a PERMITS n that differs from held `l`'s base size. */
-static int reply_permits_differ(RedisModuleCtx *ctx, const lockv *l) {
-    char buf[200];
-    snprintf(buf, sizeof(buf),
-             "ERR PERMITS differs from the semaphore's size (%u) while it is held; "
-             "the size changes only once every permit is released",
-             l->permits);
-    return RedisModule_ReplyWithError(ctx, buf);
-}
+/* A pool command's write: the open key, its value and what it was. */
+typedef struct pool_write {
+    RedisModuleKey *key;
+    lockv *l;
+    int created;          /* l is new (the key was missing); stored only when changed */
+    uint32_t old_permits; /* the base size before (to undo, or to see a change) */
+    int32_t old_adjust;   /* the adjustment before */
+    uint64_t now_ms;      /* the command's one clock reading */
+} pool_write;
 
-/* Open the pool at argv[1] for writing, its ended leases dropped at now_ms
- * (committed). *l: its value, or a new one of base size n (*created = 1) when
- * the key is missing; an unheld one takes n as its base (*old_permits keeps the
- * previous one to undo). 0, or -1 after replying an error (key closed). */
-static int open_pool_write(RedisModuleCtx *ctx, RedisModuleString *keyname, uint64_t n, uint64_t now_ms,
-                           RedisModuleKey **key, lockv **l, int *created, uint32_t *old_permits) {
-    if (lock_open(ctx, keyname, REDISMODULE_READ | REDISMODULE_WRITE, key) != 0) {
+/* Open the pool at `keyname` for writing, its ended leases dropped at now_ms
+ * (committed). w->l: its value, or a new one of base size n (w->created) when
+ * the key is missing; an unheld one takes n as its base (undone by
+ * pool_abort). 0, or -1 after replying an error (key closed). */
+static int pool_open(RedisModuleCtx *ctx, RedisModuleString *keyname, uint64_t n, uint64_t now_ms, pool_write *w) {
+    w->now_ms = now_ms;
+    if (lock_open(ctx, keyname, REDISMODULE_READ | REDISMODULE_WRITE, &w->key) != 0) {
         RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
         return -1;
     }
-    *created = 0;
+    w->created = 0;
     const char *err = NULL;
-    int empty = RedisModule_KeyType(*key) == REDISMODULE_KEYTYPE_EMPTY;
-    if (!empty && ((lockv *)RedisModule_ModuleTypeGetValue(*key))->ephemeral) {
+    int empty = RedisModule_KeyType(w->key) == REDISMODULE_KEYTYPE_EMPTY;
+    if (!empty && ((lockv *)RedisModule_ModuleTypeGetValue(w->key))->ephemeral) {
         err = ERR_CONCURRENCY;
     } else {
-        lock_expire_leases(ctx, *key, keyname, now_ms); /* readers whose leases ended are gone */
+        lock_expire_leases(ctx, w->key, keyname, now_ms); /* readers whose leases ended are gone */
         if (empty && n == 0) err = ERR_NO_POOL;
-        else if (!empty && used_for_read(ctx, keyname, RedisModule_ModuleTypeGetValue(*key))) err = ERR_READERS;
+        else if (!empty && used_for_read(ctx, keyname, RedisModule_ModuleTypeGetValue(w->key))) err = ERR_READERS;
     }
     if (err) {
-        RedisModule_CloseKey(*key);
+        RedisModule_CloseKey(w->key);
         RedisModule_ReplyWithError(ctx, err);
         return -1;
     }
-    if (RedisModule_KeyType(*key) == REDISMODULE_KEYTYPE_EMPTY) {
-        *l = lock_new((uint32_t)n);
-        *created = 1;
-        *old_permits = (uint32_t)n;
+    if (RedisModule_KeyType(w->key) == REDISMODULE_KEYTYPE_EMPTY) {
+        w->l = lock_new((uint32_t)n);
+        w->created = 1;
+        w->old_permits = (uint32_t)n;
+        w->old_adjust = 0;
         return 0;
     }
-    *l = RedisModule_ModuleTypeGetValue(*key);
-    *old_permits = (*l)->permits;
-    if (n && n != (*l)->permits) {
-        if ((*l)->nholders > 0) {
-            reply_permits_differ(ctx, *l);
-            RedisModule_CloseKey(*key);
+    w->l = RedisModule_ModuleTypeGetValue(w->key);
+    w->old_permits = w->l->permits;
+    w->old_adjust = w->l->adjust;
+    if (n && n != w->l->permits) {
+        if (w->l->nholders > 0) {
+            lock_reply_permits_differ(ctx, w->l->permits);
+            RedisModule_CloseKey(w->key);
             return -1;
         }
-        (*l)->permits = (uint32_t)n; /* unheld: the base changes, as the next acquire would */
+        w->l->permits = (uint32_t)n; /* unheld: the base changes, as the next acquire would */
     }
     return 0;
 }
 
-/* Keep the pool's change (store a new key, commit, replicate), or drop it when
- * nothing changed. Closes the key. */
-static void close_pool_write(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleString *keyname, lockv *l,
-                             int created, int changed, uint64_t now_ms) {
-    if (created && !changed) {
-        lock_free(l);
+/* Refused after pool_open: undo (a new value freed, the base size restored),
+ * close the key, reply `error`. */
+static int pool_abort(RedisModuleCtx *ctx, pool_write *w, const char *error) {
+    if (w->created) lock_free(w->l);
+    else w->l->permits = w->old_permits;
+    RedisModule_CloseKey(w->key);
+    return RedisModule_ReplyWithError(ctx, error);
+}
+
+/* Keep the pool's change (store a new key, commit, replicate) or drop the value
+ * when nothing changed, close the key, and serve the waiters after a change.
+ * Changed: what the value holds now against what it held (not what was asked:
+ * a delta of 0, or a drain finding nothing free, may still normalise an
+ * adjustment the clamp had left above the size), so a replica and the AOF
+ * get every change. */
+static void pool_close(RedisModuleCtx *ctx, RedisModuleString *keyname, pool_write *w) {
+    int changed = w->created ? w->l->adjust != 0
+                             : (w->l->adjust != w->old_adjust || w->l->permits != w->old_permits);
+    if (w->created && !changed) {
+        lock_free(w->l);
     } else if (changed) {
-        if (created) RedisModule_ModuleTypeSetValue(key, LockType, l);
-        lock_commit(ctx, key, keyname, l, now_ms);
+        if (w->created) RedisModule_ModuleTypeSetValue(w->key, LockType, w->l);
+        lock_commit(ctx, w->key, keyname, w->l, w->now_ms);
     }
-    RedisModule_CloseKey(key);
+    RedisModule_CloseKey(w->key);
+    if (changed) waitq_kick(ctx, keyname); /* permits may have come free: the head waiter first */
 }
 
 /* LOCK.ADD_PERMITS <key> <delta> [PERMITS <n>]
@@ -148,39 +165,25 @@ static int LockAddPermits_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **
         return RedisModule_ReplyWithError(ctx, "ERR delta must be an integer from -1024 to 1024");
     uint64_t n;
     if (parse_permits(ctx, "LOCK.ADD_PERMITS", argv, argc, 3, &n) != 0) return REDISMODULE_OK;
-    uint64_t now_ms = mc_now_ms();
-    RedisModuleKey *key;
-    lockv *l;
-    int created;
-    uint32_t old_permits;
-    if (open_pool_write(ctx, argv[1], n, now_ms, &key, &l, &created, &old_permits) != 0) return REDISMODULE_OK;
-    uint32_t old_size = lock_size(l);
-    int32_t old_adjust = l->adjust;
-    if (!created && delta > 0 && l->permits == 1 && l->adjust == 0 && lock_live_holders(l, now_ms) > 0) {
+    pool_write w;
+    if (pool_open(ctx, argv[1], n, mc_now_ms(), &w) != 0) return REDISMODULE_OK;
+    lockv *l = w.l;
+    if (!w.created && delta > 0 && l->permits == 1 && l->adjust == 0 && lock_live_holders(l, w.now_ms) > 0) {
         /* a held lock of one permit (LOCK.ACQUIRE, LOCK.ACQUIRE_ALL) is exclusive:
          * a second permit would let another owner in beside its holder */
-        l->permits = old_permits;
-        RedisModule_CloseKey(key);
-        return RedisModule_ReplyWithError(ctx, "ERR this key is a lock of one permit, held: adding permits would let "
-                                               "another owner in beside its holder; add them once it is released");
+        return pool_abort(ctx, &w, "ERR this key is a lock of one permit, held: adding permits would let another "
+                                   "owner in beside its holder; add them once it is released");
     }
+    uint32_t old_size = lock_size(l);
     if (lock_add_permits(l, delta) != 0) {
-        long long size = (long long)old_size + delta;
-        if (created) lock_free(l);
-        else l->permits = old_permits;
-        RedisModule_CloseKey(key);
         char buf[200];
         snprintf(buf, sizeof(buf),
-                 "ERR the pool's size would be %lld (%u %+lld): it must stay from 0 to 1024; nothing changed", size,
-                 old_size, delta);
-        return RedisModule_ReplyWithError(ctx, buf);
+                 "ERR the pool's size would be %lld (%u %+lld): it must stay from 0 to 1024; nothing changed",
+                 (long long)old_size + delta, old_size, delta);
+        return pool_abort(ctx, &w, buf);
     }
     long long size = lock_size(l);
-    /* what the value holds now, not what was asked: a delta of 0 may still
-     * normalise an adjustment the clamp had left above the size */
-    int changed = created ? l->adjust != 0 : (l->adjust != old_adjust || l->permits != old_permits);
-    close_pool_write(ctx, key, argv[1], l, created, changed, now_ms);
-    if (changed) waitq_kick(ctx, argv[1]); /* permits may have come free: the head waiter first */
+    pool_close(ctx, argv[1], &w);
     return RedisModule_ReplyWithLongLong(ctx, size);
 }
 
@@ -192,18 +195,10 @@ static int LockDrainPermits_RedisCommand(RedisModuleCtx *ctx, RedisModuleString 
     if (argc < 2) return RedisModule_WrongArity(ctx);
     uint64_t n;
     if (parse_permits(ctx, "LOCK.DRAIN_PERMITS", argv, argc, 2, &n) != 0) return REDISMODULE_OK;
-    uint64_t now_ms = mc_now_ms();
-    RedisModuleKey *key;
-    lockv *l;
-    int created;
-    uint32_t old_permits;
-    if (open_pool_write(ctx, argv[1], n, now_ms, &key, &l, &created, &old_permits) != 0) return REDISMODULE_OK;
-    int32_t old_adjust = l->adjust;
-    uint32_t drained = lock_drain(l, now_ms);
-    /* changed: what the value holds now (draining nothing may still normalise a
-     * clamped adjustment), so a replica and the AOF get every change */
-    int changed = created ? l->adjust != 0 : (l->adjust != old_adjust || l->permits != old_permits);
-    close_pool_write(ctx, key, argv[1], l, created, changed, now_ms);
+    pool_write w;
+    if (pool_open(ctx, argv[1], n, mc_now_ms(), &w) != 0) return REDISMODULE_OK;
+    uint32_t drained = lock_drain(w.l, w.now_ms);
+    pool_close(ctx, argv[1], &w);
     return RedisModule_ReplyWithLongLong(ctx, drained);
 }
 
@@ -228,7 +223,7 @@ static int LockAvailablePermits_RedisCommand(RedisModuleCtx *ctx, RedisModuleStr
     uint64_t now_ms = mc_now_ms();
     int differs = !err && n && n != l->permits;
     if (differs && lock_live_holders(l, now_ms) > 0) {
-        reply_permits_differ(ctx, l);
+        lock_reply_permits_differ(ctx, l->permits);
         RedisModule_CloseKey(key);
         return REDISMODULE_OK;
     }
