@@ -96,7 +96,9 @@ static void reply_full(RedisModuleCtx *ctx, RedisModuleString *keyname, const lo
  * count], ...], adjustment, size] for the leases still running and the
  * lock-delays (count 0, ms until the delay ends: the owner's hold ended without
  * a release), then the semaphore pool's adjustment and size (permits +
- * adjustment, clamped); nil when there is no such lock. FULL: see inspect.h.
+ * adjustment, clamped); nil when there is no such lock and nobody waits on
+ * the key (with waiters but no value: a lock of one permit nobody holds, last
+ * token 0). FULL: see inspect.h.
  * Read-only (runs on replicas). */
 int lock_inspect_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc != 2 && argc != 3) return RedisModule_WrongArity(ctx);
@@ -106,14 +108,24 @@ int lock_inspect_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc
     RedisModuleKey *key;
     if (lock_open(ctx, argv[1], REDISMODULE_READ, &key) != 0)
         return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+    lockv *l, *none = NULL;
     if (RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_EMPTY) {
-        RedisModule_CloseKey(key);
-        return RedisModule_ReplyWithNull(ctx);
+        /* No value, but clients may wait here: a multi-key waiter heading this
+         * key's queue keeps it busy while it waits for its other keys. Show them,
+         * as a lock of one permit that nobody holds. */
+        const waitq_ops *ops[] = {lock_waitq_ops(), lock_multi_waitq_ops()};
+        if (waitq_each_of(ctx, argv[1], ops, 2, NULL, NULL) == 0) {
+            RedisModule_CloseKey(key);
+            return RedisModule_ReplyWithNull(ctx);
+        }
+        l = none = lock_new(1);
+    } else {
+        l = RedisModule_ModuleTypeGetValue(key);
     }
-    lockv *l = RedisModule_ModuleTypeGetValue(key);
     uint64_t now_ms = mc_now_ms();
     if (full) {
         reply_full(ctx, argv[1], l, now_ms);
+        if (none) lock_free(none);
         RedisModule_CloseKey(key);
         return REDISMODULE_OK;
     }
@@ -134,6 +146,7 @@ int lock_inspect_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc
     }
     RedisModule_ReplyWithLongLong(ctx, l->adjust);
     RedisModule_ReplyWithLongLong(ctx, lock_size(l));
+    if (none) lock_free(none);
     RedisModule_CloseKey(key);
     return REDISMODULE_OK;
 }

@@ -5,6 +5,8 @@
  *                            size]; count 0 is a lock-delay (ms left: until it
  *                            ends); adjustment: the semaphore pool's, size:
  *                            permits + adjustment clamped to 0..1024; nil: no lock
+ *                            and nobody waiting on the key (waiters but no lock:
+ *                            shown as a lock of one permit nobody holds, token 0)
  *   LOCK.INSPECT key FULL    field/value pairs (as XINFO): permits, adjustment,
  *                            size, available (permits free now), last_token,
  *                            kind ("lock",

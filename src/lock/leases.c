@@ -375,7 +375,6 @@ static void on_flush(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t sub, void
 
 /* SWAPDB: the entries follow their values. */
 static void on_swapdb(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t sub, void *data) {
-    (void)ctx;
     (void)e;
     (void)sub;
     RedisModuleSwapDbInfo *si = data;
@@ -387,6 +386,10 @@ static void on_swapdb(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t sub, voi
         if (p->db == si->dbnum_first) p->db = si->dbnum_second;
         else if (p->db == si->dbnum_second) p->db = si->dbnum_first;
     }
+    /* Waiters stay on their db index (as BLPOP's do), whose keys are now the
+     * other db's: serve both dbs' queues, whose head waiters may fit now. */
+    waitq_kick_db(ctx, si->dbnum_first);
+    waitq_kick_db(ctx, si->dbnum_second);
 }
 
 static void on_role_change(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t sub, void *data) {

@@ -35,10 +35,12 @@
  * in arrival order, and are tried only when they head all of them: then all
  * of their entries leave together and the client gets one reply. Because
  * every queue is appended in arrival order, the earliest waiter heads all its
- * queues first: no cycle, no deadlock, and a waiter holds nothing while it
- * waits. The cost: a queue whose head is a multi-key waiter that does not yet
- * head its other queues waits too (nobody passes it), even if its own key is
- * free. A deadline, CLIENT UNBLOCK, a disconnect or TRYAGAIN takes the waiter
+ * queues first: waiters never wait for each other in a cycle, and a waiter
+ * holds no key while it waits. The cost: a queue whose head is a multi-key
+ * waiter still waiting for its other keys waits too (nobody passes it), even
+ * if its own key is free -- so a client that holds one of those other keys and
+ * then waits for this one waits until its own lease ends or its wait runs out
+ * (hold-and-wait; the family documents it). A deadline, CLIENT UNBLOCK, a disconnect or TRYAGAIN takes the waiter
  * out of every queue once and answers it once; the queues it headed are then
  * served at once. */
 #ifndef MC_WAITQ_H

@@ -504,7 +504,9 @@ class MultiLock(_MultiArgs, Lock):
     :class:`Lock`, with a list of distinct keys of one hash slot (use a hash tag:
     ``["{acct}:1", "{acct}:2"]``; else :class:`CrossSlot`) instead of one name. While it waits
     it holds none of the keys, so two MultiLocks over the same keys in different orders cannot
-    deadlock. ``token`` is one fencing token valid on every key. ``name`` is the first key
+    deadlock; but it keeps free keys whose queue it heads, so do not wait for one of its keys
+    while holding another of them in a separate lock (that waits until your lease ends).
+    ``token`` is one fencing token valid on every key. ``name`` is the first key
     (``inspect()`` shows that one); ``keys`` all of them. A release that finds some key no
     longer held (its lease ended) releases the others and raises :class:`LockLost`."""
 

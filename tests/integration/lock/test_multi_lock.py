@@ -264,6 +264,26 @@ def test_granted_when_the_last_key_frees(server, r):
     assert waiters(r, A) == waiters(r, B) == 0
 
 
+def test_inspect_shows_waiters_on_a_key_without_a_lock(server, r):
+    # B has no lock value, but the multi-key waiter heading its queue keeps it busy while
+    # it waits for A: LOCK.INSPECT shows that waiter (a lock of one permit nobody holds),
+    # not nil, so an operator can see why B refuses a newcomer.
+    assert r.execute_command("LOCK.ACQUIRE", A, "x", 60000)[0] == 1
+    assert r.execute_command("LOCK.INSPECT", B) is None
+    w = wait_all(server, r, [A, B], "m", queued_on=[A])
+    wait_until(lambda: r.execute_command("LOCK.INSPECT", B) is not None, "B shows its waiter")
+    assert r.execute_command("LOCK.INSPECT", B) == [1, 0, 1, [], 0, 1]
+    full = r.execute_command("LOCK.INSPECT", B, "FULL")
+    assert full[full.index(b"holders") + 1] == []
+    (entry,) = full[full.index(b"waiters") + 1]
+    assert entry[entry.index(b"mode") + 1] == b"multi"
+    assert r.execute_command("LOCK.ACQUIRE", B, "newcomer", 1000)[0] == 0
+    assert r.exists(B) == 0  # a view, nothing written
+    assert r.execute_command("LOCK.RELEASE", A, "x") == 0
+    g = w.join()
+    assert g[0] == 1 and holder(r, B) == ("m", g[1])
+
+
 def test_fifo_across_single_and_multi_waiters(server, r):
     touch(r, A, B, C)
     assert r.execute_command("LOCK.ACQUIRE", A, "x", 60000)[0] == 1
