@@ -57,7 +57,9 @@ def test_limiters_with_policy_decide_as_with_numbers(r):
             assert (a.allowed, a.remaining) == (b.allowed, b.remaining), cost
             assert by_policy.peek().remaining == by_numbers.peek().remaining
         assert by_policy.refund(1) == by_numbers.refund(1)
-    assert r.execute_command("DEBUG", "DIGEST-VALUE", "pg") == r.execute_command("DEBUG", "DIGEST-VALUE", "ng")
+    # No digest comparison here: the two keys are written a moment apart, so their stored
+    # times may differ by a millisecond. test_policy.py compares the stored state exactly
+    # (with AT, the same time for both).
 
 
 def test_limiter_policy_errors(r):
