@@ -619,3 +619,25 @@ def test_cluster_lock_commands_route_by_key(cluster):
         for rep in cluster.replicas_of(owner):
             assert cluster.conn(rep, decode_responses=False).execute_command(
                 "DEBUG", "DIGEST-VALUE", k)[0] == d, k
+
+
+def test_cluster_semaphore_pool_routes_by_key(cluster):
+    """LOCK.ADD_PERMITS / DRAIN_PERMITS / AVAILABLE_PERMITS route by their key; the
+    adjustment reaches each primary's replica."""
+    slots = [11 + i * (16384 // 5) for i in range(5)]
+    names = [v[0] for v in names_in_slots(slots, 1, prefix="pool").values()]
+    cc = cluster.client
+    for k in names:
+        assert cc.execute_command("LOCK.ADD_PERMITS", k, 2, "PERMITS", 3) == 5
+        assert cc.execute_command(ACQ, k, "alice", 30000, "PERMITS", 3, "TAKE", 2)[0] == 1
+        assert cc.execute_command("LOCK.AVAILABLE_PERMITS", k) == 3
+        assert cc.execute_command("LOCK.DRAIN_PERMITS", k) == 3
+        owner = cluster.owner_of(k)
+        for rep in cluster.replicas_of(owner):
+            cluster.wait_replicas_synced(owner, [rep])
+            rc = cluster.conn(rep)
+            assert rc.execute_command("DEBUG", "DIGEST-VALUE", k) == \
+                cluster.conn(owner).execute_command("DEBUG", "DIGEST-VALUE", k)
+            rc.execute_command("READONLY")  # a replica serves reads of its primary's slots
+            assert rc.execute_command("LOCK.INSPECT", k)[4:] == [-1, 2]
+            rc.execute_command("READWRITE")

@@ -548,3 +548,43 @@ def test_cluster_routes_by_key_on_every_primary(cluster):
     p0, p1 = primaries[0], primaries[1]
     rep = raw_command(p1, "RL.GCRA", "{%s}g" % tags[p0.port], 5, 60000)
     assert rep.startswith(b"-MOVED "), rep
+
+
+@pytest.mark.skipif(not HAVE_CLUSTER, reason="cluster harness not importable (%s)" % CLUSTER_IMPORT_ERROR)
+def test_cluster_stored_policies_are_per_node(cluster):
+    """Stored policies have no key: each primary keeps its own table (set on every one,
+    as the README says), its replicas receive it, and a call by POLICY on a key is
+    evaluated by the key's owner with that node's policy."""
+    primaries = cluster.primaries()
+    slots = {p.port: set(cluster.slots_of(p)) for p in primaries}
+    tags, i = {}, 0
+    while len(tags) < 3:
+        tag = "pol%d" % i
+        for p in primaries:
+            if key_slot(tag) in slots[p.port] and p.port not in tags:
+                tags[p.port] = tag
+        i += 1
+    try:
+        for p in primaries:
+            assert cluster.conn(p).execute_command("RL.POLICY_SET", "api", "GCRA", 5, 60000, "BURST", 2) == "OK"
+        c = cluster.client
+        for p in primaries:
+            k = "{%s}g" % tags[p.port]
+            assert c.execute_command("RL.GCRA", k, "POLICY", "api")[:2] == [1, 1]
+            assert c.execute_command("RL.GCRA", k, "POLICY", "api")[:2] == [1, 0]
+            assert c.execute_command("RL.GCRA", k, "POLICY", "api")[0] == 0
+            for rep in cluster.replicas_of(p):
+                cluster.wait_replicas_synced(p, [rep])
+                assert cluster.conn(rep).execute_command("RL.POLICY_LIST") == ["api"]
+                assert cluster.conn(rep).execute_command("DEBUG", "DIGEST-VALUE", k) == \
+                    cluster.conn(p).execute_command("DEBUG", "DIGEST-VALUE", k)
+        # a primary that lacks the policy refuses its keys' calls by it, writing nothing
+        p0 = primaries[0]
+        assert cluster.conn(p0).execute_command("RL.POLICY_DEL", "api") == 1
+        k0 = "{%s}new" % tags[p0.port]
+        with pytest.raises(redis.ResponseError, match="no such policy"):
+            c.execute_command("RL.GCRA", k0, "POLICY", "api")
+        assert cluster.conn(p0).exists(k0) == 0
+    finally:
+        for p in primaries:
+            cluster.conn(p).execute_command("RL.POLICY_DEL", "api")
