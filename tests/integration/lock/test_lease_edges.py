@@ -116,26 +116,6 @@ def test_lease_ends_after_swapdb(server):
     assert server.client(db=5).execute_command("LOCK.INSPECT", "sw")[3] == []
 
 
-def test_swapdb_serves_the_waiters(server):
-    """A waiter whose key SWAPDB replaced with a free one (the other db had none) is
-    served at once, not at the old lease's end (here after its own WAIT)."""
-    import threading
-    r = server.client()
-    assert r.execute_command("LOCK.ACQUIRE", "swq", "o", 600000)[0] == 1
-    c = server.client(socket_timeout=60)
-    out = {}
-    t = threading.Thread(target=lambda: out.update(g=c.execute_command("LOCK.ACQUIRE", "swq", "w", 60000,
-                                                                         "WAIT", 30000)), daemon=True)
-    t.start()
-    _wait_for(lambda: r.execute_command("LOCK.INSPECT", "swq")[2] == 1, "the waiter queued")
-    assert r.execute_command("SWAPDB", 0, 6)
-    t.join(60)
-    assert out["g"][0] == 1, out
-    assert r.execute_command("LOCK.INSPECT", "swq")[3][0][0] == b"w"
-    # the old holder's lock went to db 6, held as it was
-    assert server.client(db=6).execute_command("LOCK.INSPECT", "swq")[3][0][0] == b"o"
-
-
 def test_lease_ends_after_renames_inside_multi(server):
     """A held lock renamed twice, and a restored one renamed, in one transaction:
     each lease ends under the name the lock has after the transaction."""
