@@ -402,6 +402,15 @@ def wait_until(pred, what, timeout=15.0):
     raise AssertionError("timed out waiting for: " + what)
 
 
+def read_reply(conn):
+    """The reply to a command sent on the redis-py Connection `conn`; an error reply
+    is returned, not raised (the model tests compare it with what they expect)."""
+    try:
+        return conn.read_response()
+    except redis.ResponseError as e:
+        return e
+
+
 def wait_replicas_synced(primary, replicas, timeout=20.0):
     """Wait until every replica's link is up, WAIT acknowledges them, and the
     replication offsets match the primary's."""

@@ -26,13 +26,12 @@ Bounded in `make test` (tests/integration/soak.py); MC_SOAK=1 (`make soak`)
 runs many more examples.
 """
 
-import time
 
 import redis
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule, run_state_machine_as_test
 
-from servers import wait_replicas_synced
+from servers import read_reply, wait_replicas_synced, wait_until
 from soak import model_settings
 
 LEASE = 600_000
@@ -47,22 +46,10 @@ INFO_LOCKS = "mcaptcha_cache_locks"
 
 def poll(what, cond, timeout=10.0):
     """Wait for a state (not a time): cond() true, or fail naming `what`."""
-    deadline = time.monotonic() + timeout
-    while True:
-        v = cond()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out waiting for: %s" % what)
-        time.sleep(0.002)
+    return wait_until(cond, what, timeout)
 
 
-def read(conn):
-    """The reply to a command sent on `conn`; an error reply is returned, not raised."""
-    try:
-        return conn.read_response()
-    except redis.ResponseError as e:
-        return e
+read = read_reply
 
 
 class Holder:

@@ -498,20 +498,26 @@ def test_restore_corrupted_payloads_never_crash(servers):
 
 
 # ==================================================================== cluster
+def _tag_per_primary(cluster, prefix):
+    """{primary port: a hash tag "<prefix><i>" whose slot that primary serves}."""
+    primaries = cluster.primaries()
+    slots = {p.port: set(cluster.slots_of(p)) for p in primaries}
+    tags, i = {}, 0
+    while len(tags) < len(primaries):
+        tag = "%s%d" % (prefix, i)
+        for p in primaries:
+            if key_slot(tag) in slots[p.port] and p.port not in tags:
+                tags[p.port] = tag
+        i += 1
+    return tags
+
+
 @pytest.mark.skipif(not HAVE_CLUSTER, reason="cluster harness not importable (%s)"
                     % CLUSTER_IMPORT_ERROR)
 def test_cluster_routes_by_key_on_every_primary(cluster):
     primaries = cluster.primaries()
     assert len(primaries) == 3
-    slots = {p.port: set(cluster.slots_of(p)) for p in primaries}
-    tags = {}
-    i = 0
-    while len(tags) < 3:
-        tag = "u%d" % i
-        for p in primaries:
-            if key_slot(tag) in slots[p.port] and p.port not in tags:
-                tags[p.port] = tag
-        i += 1
+    tags = _tag_per_primary(cluster, "u")
     c = cluster.client
     for p in primaries:
         t = tags[p.port]
@@ -556,14 +562,7 @@ def test_cluster_stored_policies_are_per_node(cluster):
     as the README says), its replicas receive it, and a call by POLICY on a key is
     evaluated by the key's owner with that node's policy."""
     primaries = cluster.primaries()
-    slots = {p.port: set(cluster.slots_of(p)) for p in primaries}
-    tags, i = {}, 0
-    while len(tags) < 3:
-        tag = "pol%d" % i
-        for p in primaries:
-            if key_slot(tag) in slots[p.port] and p.port not in tags:
-                tags[p.port] = tag
-        i += 1
+    tags = _tag_per_primary(cluster, "pol")
     try:
         for p in primaries:
             assert cluster.conn(p).execute_command("RL.POLICY_SET", "api", "GCRA", 5, 60000, "BURST", 2) == "OK"
