@@ -386,9 +386,10 @@ class MultiLockMachine(RuleBasedStateMachine):
         self.wait_all(keys, None)
         STATS["queued behind with free keys"] += len(keys) > 1
 
-    @rule(keys=SUBSET, data=st.data())
-    def release_all(self, keys, data):
-        owner = data.draw(st.sampled_from(self.owners()))
+    def do_release_all(self, keys, owner):
+        """LOCK.RELEASE_ALL of `keys` by `owner`, checked against the model (per key: the
+        count still held, -1 where the owner held nothing); serves the waiters after a
+        release freed a key. Returns the expected reply."""
         rep = self.c.execute_command("LOCK.RELEASE_ALL", len(keys), *keys, owner)
         want, freed = [], False
         for k in keys:
@@ -402,9 +403,15 @@ class MultiLockMachine(RuleBasedStateMachine):
                 del self.holds[k]
                 freed = True
         assert rep == want, (keys, owner, rep, want)
-        STATS["release_all partial"] += -1 in want and any(x >= 0 for x in want)
         if freed:
             self.serve()
+        return want
+
+    @rule(keys=SUBSET, data=st.data())
+    def release_all(self, keys, data):
+        owner = data.draw(st.sampled_from(self.owners()))
+        want = self.do_release_all(keys, owner)
+        STATS["release_all partial"] += -1 in want and any(x >= 0 for x in want)
 
     @precondition(lambda self: self.holds)
     @rule(data=st.data(), extra=st.lists(st.sampled_from(KEYS), max_size=2, unique=True))
@@ -412,21 +419,7 @@ class MultiLockMachine(RuleBasedStateMachine):
         """A holder releases every key it holds (in a random order), sometimes with others."""
         owner = data.draw(st.sampled_from(sorted({h.owner for h in self.holds.values()})))
         keys = data.draw(st.permutations(sorted(set(self.holders_of(owner)) | set(extra))))
-        want, freed = [], False
-        rep = self.c.execute_command("LOCK.RELEASE_ALL", len(keys), *keys, owner)
-        for k in keys:
-            h = self.holds.get(k)
-            if h is None or h.owner != owner:
-                want.append(-1)
-                continue
-            h.count -= 1
-            want.append(h.count)
-            if h.count == 0:
-                del self.holds[k]
-                freed = True
-        assert rep == want, (keys, owner, rep, want)
-        if freed:
-            self.serve()
+        self.do_release_all(keys, owner)
 
     @rule(keys=SUBSET, data=st.data())
     def extend_all(self, keys, data):
