@@ -45,7 +45,7 @@ LOCK_SRC      := src/lock/acks.c src/lock/acquire.c src/lock/fencing.c src/lock/
 GLUE_SRC := $(SERVER_SRC) $(CAPTCHA_SRC) $(RATELIMIT_SRC) $(LOCK_SRC) src/module.c
 CORE_OBJ := $(CORE_SRC:src/%.c=$(BUILD)/%.o)
 GLUE_OBJ := $(GLUE_SRC:src/%.c=$(BUILD)/%.o)
-UNIT_TESTS := $(BUILD)/test_bucket $(BUILD)/test_captcha $(BUILD)/test_gcra $(BUILD)/test_keyslot $(BUILD)/test_lock $(BUILD)/test_histogram $(BUILD)/test_policy
+UNIT_TESTS := $(BUILD)/test_bucket $(BUILD)/test_captcha $(BUILD)/test_gcra $(BUILD)/test_keyslot $(BUILD)/test_lock $(BUILD)/test_histogram $(BUILD)/test_policy $(BUILD)/test_decimal
 
 ASAN_DIR := $(BUILD)/asan
 ASAN_MODULE := $(ASAN_DIR)/$(MODULE)

@@ -26,6 +26,7 @@
 #include "server/args.h"
 #include "server/clock.h"
 #include "server/cluster.h"
+#include "core/decimal.h"
 #include "server/internal.h"
 #include "server/keys.h"
 
@@ -210,7 +211,8 @@ static int AddVisitor_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv
             n += u32_to_str(captcha_difficulty(c, count), buf + n);
             buf[n++] = '}';
             RedisModule_ReplyWithStringBuffer(ctx, buf, n);
-            RedisModule_Replicate(ctx, CMD_VISIT_AT, "sl", keyname, (long long)c->visits.last_ms);
+            mc_dec at = mc_dec_of((long long)c->visits.last_ms);
+            RedisModule_Replicate(ctx, CMD_VISIT_AT, "sb", keyname, MC_DEC_ARG(at));
             captcha_touched(ctx, argv[1]);
             cstats.visits++;
         }
@@ -374,8 +376,10 @@ static int AddChallenge_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **ar
             long long expire_at = (long long)mc_now_ms() + (long long)ch.duration_s * 1000;
             RedisModule_ModuleTypeSetValue(key, ChallengeType, v);
             RedisModule_SetAbsExpire(key, expire_at);
-            RedisModule_Replicate(ctx, CMD_CHALLENGE_SET, "sllcl", keyname, (long long)ch.difficulty_factor,
-                                  (long long)ch.duration_s, "PXAT", expire_at);
+            mc_dec f = mc_dec_of((long long)ch.difficulty_factor), d = mc_dec_of((long long)ch.duration_s),
+                   at = mc_dec_of(expire_at);
+            RedisModule_Replicate(ctx, CMD_CHALLENGE_SET, "sbbcb", keyname, MC_DEC_ARG(f), MC_DEC_ARG(d), "PXAT",
+                                  MC_DEC_ARG(at));
             captcha_touched(ctx, argv[1]);
             cstats.challenges_added++;
             RedisModule_ReplyWithSimpleString(ctx, "OK");

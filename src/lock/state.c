@@ -3,6 +3,7 @@
 
 #include "lock/leases.h"
 #include "server/args.h"
+#include "core/decimal.h"
 #include "server/keys.h"
 #include "server/waitq.h"
 
@@ -45,24 +46,29 @@ int lock_open_kind(RedisModuleCtx *ctx, RedisModuleString *keyname, int mode, in
 /* Replicate LOCK.STATE with the lock's exact state (lock_state_args' layout).
  * A free lock and a lock with one plain holder (exclusive, one permit, no
  * lock-delay) without a pool adjustment -- the common cases -- go straight
- * into RedisModule_Replicate's format, without building module strings. */
+ * into RedisModule_Replicate's format (integers as core/decimal.h buffers),
+ * without building module strings. */
 static void replicate_state(RedisModuleCtx *ctx, RedisModuleString *keyname, const lockv *l) {
-    long long permits = l->permits, last = (long long)l->last_token;
+    mc_dec permits = mc_dec_of(l->permits), last = mc_dec_of((long long)l->last_token);
     if (l->nholders == 0 && l->adjust == 0) {
-        if (l->ephemeral) RedisModule_Replicate(ctx, CMD_LOCK_STATE, "slllc", keyname, permits, last, 0LL, "EPHEMERAL");
-        else RedisModule_Replicate(ctx, CMD_LOCK_STATE, "slll", keyname, permits, last, 0LL);
+        if (l->ephemeral)
+            RedisModule_Replicate(ctx, CMD_LOCK_STATE, "sbbcc", keyname, MC_DEC_ARG(permits), MC_DEC_ARG(last), "0",
+                                  "EPHEMERAL");
+        else RedisModule_Replicate(ctx, CMD_LOCK_STATE, "sbbc", keyname, MC_DEC_ARG(permits), MC_DEC_ARG(last), "0");
         return;
     }
     if (l->adjust == 0 && l->nholders == 1 && l->holders[0].delay_ms == 0 && !l->holders[0].shared &&
         l->holders[0].weight == 1) {
         const lock_holder *h = &l->holders[0];
-        long long exp = (long long)h->expires_ms, count = h->count, token = (long long)h->token;
+        mc_dec exp = mc_dec_of((long long)h->expires_ms), count = mc_dec_of(h->count),
+               token = mc_dec_of((long long)h->token);
         if (l->ephemeral)
-            RedisModule_Replicate(ctx, CMD_LOCK_STATE, "slllblllc", keyname, permits, last, 1LL, h->owner,
-                                  h->owner_len, exp, count, token, "EPHEMERAL");
+            RedisModule_Replicate(ctx, CMD_LOCK_STATE, "sbbcbbbbc", keyname, MC_DEC_ARG(permits), MC_DEC_ARG(last), "1",
+                                  h->owner, h->owner_len, MC_DEC_ARG(exp), MC_DEC_ARG(count), MC_DEC_ARG(token),
+                                  "EPHEMERAL");
         else
-            RedisModule_Replicate(ctx, CMD_LOCK_STATE, "slllblll", keyname, permits, last, 1LL, h->owner, h->owner_len,
-                                  exp, count, token);
+            RedisModule_Replicate(ctx, CMD_LOCK_STATE, "sbbcbbbb", keyname, MC_DEC_ARG(permits), MC_DEC_ARG(last), "1",
+                                  h->owner, h->owner_len, MC_DEC_ARG(exp), MC_DEC_ARG(count), MC_DEC_ARG(token));
         return;
     }
     size_t n;

@@ -69,8 +69,7 @@ static int Count_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int
     /* The same state on replicas and in the AOF: the hit at the time used here,
      * with the limit the key holds. */
     window_value *v = RedisModule_ModuleTypeGetValue(key);
-    RedisModule_Replicate(ctx, CMD_WINDOW_HIT_NAME, "slllll", argv[1], (long long)window_ms, (long long)v->limit,
-                          (long long)now, 1LL, 0LL);
+    rl_replicate_hit(ctx, argv[1], window_ms, v->limit, now, 1);
     RedisModule_CloseKey(key);
     return RedisModule_ReplyWithLongLong(ctx, (long long)count);
 }

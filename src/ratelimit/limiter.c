@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "ratelimit/ratelimit_glue.h"
+#include "core/decimal.h"
 #include "server/keys.h"
 
 int rl_reply_error(RedisModuleCtx *ctx, int code) {
@@ -44,7 +45,18 @@ int rl_open(RedisModuleCtx *ctx, RedisModuleString *keyname, int mode, RedisModu
 static void expire_with_lag(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleString *keyname, long long at_ms,
                             uint64_t lag_ms) {
     RedisModule_SetAbsExpire(key, at_ms + (long long)lag_ms);
-    if (lag_ms) RedisModule_Replicate(ctx, "PEXPIREAT", "sl", keyname, at_ms + (long long)lag_ms);
+    if (lag_ms) {
+        mc_dec at = mc_dec_of(at_ms + (long long)lag_ms);
+        RedisModule_Replicate(ctx, "PEXPIREAT", "sb", keyname, MC_DEC_ARG(at));
+    }
+}
+
+void rl_replicate_hit(RedisModuleCtx *ctx, RedisModuleString *keyname, uint64_t window_ms, uint64_t limit,
+                      uint64_t at_ms, uint64_t cost) {
+    mc_dec w = mc_dec_of((long long)window_ms), n = mc_dec_of((long long)limit), at = mc_dec_of((long long)at_ms),
+           c = mc_dec_of((long long)cost);
+    RedisModule_Replicate(ctx, CMD_WINDOW_HIT_NAME, "sbbbbc", keyname, MC_DEC_ARG(w), MC_DEC_ARG(n), MC_DEC_ARG(at),
+                          MC_DEC_ARG(c), "0");
 }
 
 void rl_store_gcra(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleString *keyname, uint64_t tat,
@@ -58,8 +70,8 @@ void rl_store_gcra(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleString *
     }
     v->tat_us = tat;
     v->params = *p;
-    RedisModule_Replicate(ctx, CMD_GCRA_SET, "slll", keyname, (long long)tat, (long long)p->emission_us,
-                          (long long)p->limit);
+    mc_dec t = mc_dec_of((long long)tat), e = mc_dec_of((long long)p->emission_us), n = mc_dec_of((long long)p->limit);
+    RedisModule_Replicate(ctx, CMD_GCRA_SET, "sbbb", keyname, MC_DEC_ARG(t), MC_DEC_ARG(e), MC_DEC_ARG(n));
     expire_with_lag(ctx, key, keyname, gcra_expire_at_ms(v), lag_ms);
 }
 
@@ -118,8 +130,7 @@ static int eval_window(RedisModuleCtx *ctx, RedisModuleString *keyname, const rl
             out->allowed = 0;
             fits = UINT64_MAX;
         } else {
-            RedisModule_Replicate(ctx, CMD_WINDOW_HIT_NAME, "slllll", keyname, (long long)r->window_ms,
-                                  (long long)r->limit, (long long)now, (long long)r->cost, 0LL);
+            rl_replicate_hit(ctx, keyname, r->window_ms, r->limit, now, r->cost);
             expire_with_lag(ctx, key, keyname, (long long)lb_empty_at(&v->hits, now), r->lag_ms);
         }
     }

@@ -102,6 +102,12 @@ void window_value_free(window_value *v);
 lb_status window_hit(RedisModuleKey *key, uint64_t window_ms, uint64_t limit, int keep_limit, uint64_t at_ms,
                      uint32_t cost, uint64_t *count, uint64_t *have_ms);
 
+/* Replicate RL.WINDOW_HIT key window_ms limit at_ms cost 0: `cost` hits added at
+ * at_ms (absolute, ms), the state an allowed RL.WINDOW or MCAPTCHA_CACHE.COUNT
+ * wrote. */
+void rl_replicate_hit(RedisModuleCtx *ctx, RedisModuleString *keyname, uint64_t window_ms, uint64_t limit,
+                      uint64_t at_ms, uint64_t cost);
+
 /* ==== One limiter request, shared by the commands and the wait queues ==== */
 
 typedef enum rl_kind { RL_GCRA, RL_WINDOW } rl_kind;
