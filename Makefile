@@ -201,9 +201,9 @@ flake-loop: deps-test $(MODULE)
 
 # The module API's floor (bench/floor/floor.c): measurement only, built for the bench.
 FLOOR_MODULE := $(BUILD)/bench/floor.so
-$(FLOOR_MODULE): bench/floor/floor.c | $(REDISMODULE_H)
+$(FLOOR_MODULE): bench/floor/floor.c src/core/decimal.h | $(REDISMODULE_H)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -isystem $(dir $(REDISMODULE_H)) -shared $< -o $@
+	$(CC) $(ALL_CFLAGS) -Isrc -isystem $(dir $(REDISMODULE_H)) -shared $< -o $@
 
 # About 6 minutes on 2 cores; writes bench/results.json and bench/chart.png (see bench/README.md).
 bench: deps-bench

@@ -3,7 +3,9 @@
  * Each command does the least any module command must do for the same kind of job
  * as one of mcaptcha_cache's, and nothing more: open the key, change or read a small
  * value of a module type, replicate a command that carries the time it used, keep a
- * TTL where the real command keeps one. `make bench` reports each of our commands
+ * TTL where the real command keeps one. Integers it replicates are formatted on the
+ * stack (core/decimal.h, the module's own way), the cheapest the API allows.
+ * `make bench` reports each of our commands
  * as a ratio to its floor on server CPU per call. It is never installed, never
  * loaded by the tests, and its values mean nothing; it is built only by `make bench`
  * (build/bench/floor.so).
@@ -27,6 +29,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "core/decimal.h"
 #include "redismodule.h"
 
 typedef struct {
@@ -105,11 +108,12 @@ static int write_cmd(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, in
     if (v == NULL) return REDISMODULE_OK;
     v->n++;
     v->at_ms = now;
+    mc_dec at = mc_dec_of(now);
     if (with_ttl) {
         RedisModule_SetExpire(key, ttl);
-        RedisModule_Replicate(ctx, "FLOOR.WRITE_PX", "ssl", argv[1], argv[2], "AT", now);
+        RedisModule_Replicate(ctx, "FLOOR.WRITE_PX", "sscb", argv[1], argv[2], "AT", MC_DEC_ARG(at));
     } else {
-        RedisModule_Replicate(ctx, "FLOOR.WRITE", "scl", argv[1], "AT", now);
+        RedisModule_Replicate(ctx, "FLOOR.WRITE", "scb", argv[1], "AT", MC_DEC_ARG(at));
     }
     RedisModule_CloseKey(key);
     if (!as_limit) return RedisModule_ReplyWithLongLong(ctx, v->n);
@@ -166,7 +170,8 @@ static int lock_cmd(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     v->at_ms = now + ttl;
     RedisModule_ModuleTypeSetValue(key, FloorType, v);
     RedisModule_SetExpire(key, ttl);
-    RedisModule_Replicate(ctx, "FLOOR.LOCK_SET", "ssll", argv[1], argv[2], v->token, v->at_ms);
+    mc_dec token = mc_dec_of(v->token), at = mc_dec_of(v->at_ms);
+    RedisModule_Replicate(ctx, "FLOOR.LOCK_SET", "ssbb", argv[1], argv[2], MC_DEC_ARG(token), MC_DEC_ARG(at));
     RedisModule_CloseKey(key);
     return RedisModule_ReplyWithLongLong(ctx, v->token);
 }
