@@ -25,6 +25,7 @@
 #include "server/config.h"
 #include "server/internal.h"
 #include "server/limitstats.h"
+#include "server/replargs.h"
 #include "server/waitq.h"
 
 #define MODULE_NAME "mcaptcha_cache"
@@ -52,6 +53,7 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) 
     /* Corrupt RDB/RESTORE payloads must give an error, not a server panic. */
     RedisModule_SetModuleOptions(ctx, REDISMODULE_OPTIONS_HANDLE_IO_ERRORS);
     mc_clock_init();
+    mc_shared_ints_init();
 
     /* Every allocation, jansson's included, goes through Redis. */
     mc_set_allocator(RedisModule_Alloc, calloc_hook, RedisModule_Free);

@@ -1,10 +1,11 @@
 /* state.c -- committing a lock key's changes; see state.h. */
 #include "lock/state.h"
 
+#include "core/decimal.h"
 #include "lock/leases.h"
 #include "server/args.h"
-#include "core/decimal.h"
 #include "server/keys.h"
+#include "server/replargs.h"
 #include "server/waitq.h"
 
 lock_counters lock_stats;
@@ -46,31 +47,39 @@ int lock_open_kind(RedisModuleCtx *ctx, RedisModuleString *keyname, int mode, in
 /* Replicate LOCK.STATE with the lock's exact state (lock_state_args' layout).
  * A free lock and a lock with one plain holder (exclusive, one permit, no
  * lock-delay) without a pool adjustment -- the common cases -- go straight
- * into RedisModule_Replicate's format (integers as core/decimal.h buffers),
- * without building module strings. */
+ * into RedisModule_Replicate's format, without building an argument array:
+ * permits, the holder count and small hold counts as shared strings
+ * (server/replargs.h), times and tokens as stack-formatted buffers. */
 static void replicate_state(RedisModuleCtx *ctx, RedisModuleString *keyname, const lockv *l) {
-    mc_dec permits = mc_dec_of(l->permits), last = mc_dec_of((long long)l->last_token);
+    mc_iarg pa = mc_iarg_of(l->permits); /* 1..LOCK_MAX_PERMITS: shared */
+    RedisModuleString *permits = pa.s;
+    mc_dec last = mc_dec_of((long long)l->last_token);
     if (l->nholders == 0 && l->adjust == 0) {
         if (l->ephemeral)
-            RedisModule_Replicate(ctx, CMD_LOCK_STATE, "sbbcc", keyname, MC_DEC_ARG(permits), MC_DEC_ARG(last), "0",
+            RedisModule_Replicate(ctx, CMD_LOCK_STATE, "ssbsc", keyname, permits, MC_DEC_ARG(last), mc_shared_int(0),
                                   "EPHEMERAL");
-        else RedisModule_Replicate(ctx, CMD_LOCK_STATE, "sbbc", keyname, MC_DEC_ARG(permits), MC_DEC_ARG(last), "0");
+        else RedisModule_Replicate(ctx, CMD_LOCK_STATE, "ssbs", keyname, permits, MC_DEC_ARG(last), mc_shared_int(0));
+        mc_iarg_release(&pa);
         return;
     }
     if (l->adjust == 0 && l->nholders == 1 && l->holders[0].delay_ms == 0 && !l->holders[0].shared &&
         l->holders[0].weight == 1) {
         const lock_holder *h = &l->holders[0];
-        mc_dec exp = mc_dec_of((long long)h->expires_ms), count = mc_dec_of(h->count),
-               token = mc_dec_of((long long)h->token);
+        mc_dec exp = mc_dec_of((long long)h->expires_ms), token = mc_dec_of((long long)h->token);
+        mc_iarg count = mc_iarg_of(h->count);
         if (l->ephemeral)
-            RedisModule_Replicate(ctx, CMD_LOCK_STATE, "sbbcbbbbc", keyname, MC_DEC_ARG(permits), MC_DEC_ARG(last), "1",
-                                  h->owner, h->owner_len, MC_DEC_ARG(exp), MC_DEC_ARG(count), MC_DEC_ARG(token),
-                                  "EPHEMERAL");
+            RedisModule_Replicate(ctx, CMD_LOCK_STATE, "ssbsbbsbc", keyname, permits, MC_DEC_ARG(last),
+                                  mc_shared_int(1), h->owner, h->owner_len, MC_DEC_ARG(exp), count.s,
+                                  MC_DEC_ARG(token), "EPHEMERAL");
         else
-            RedisModule_Replicate(ctx, CMD_LOCK_STATE, "sbbcbbbb", keyname, MC_DEC_ARG(permits), MC_DEC_ARG(last), "1",
-                                  h->owner, h->owner_len, MC_DEC_ARG(exp), MC_DEC_ARG(count), MC_DEC_ARG(token));
+            RedisModule_Replicate(ctx, CMD_LOCK_STATE, "ssbsbbsb", keyname, permits, MC_DEC_ARG(last),
+                                  mc_shared_int(1), h->owner, h->owner_len, MC_DEC_ARG(exp), count.s,
+                                  MC_DEC_ARG(token));
+        mc_iarg_release(&count);
+        mc_iarg_release(&pa);
         return;
     }
+    mc_iarg_release(&pa);
     size_t n;
     RedisModuleString **args = lock_state_args(l, &n);
     RedisModule_Replicate(ctx, CMD_LOCK_STATE, "sv", keyname, args, n);

@@ -1,0 +1,39 @@
+/* replargs.c -- shared small integers for replicated commands; see replargs.h. */
+#include "server/replargs.h"
+
+#include "core/decimal.h"
+
+static RedisModuleString *shared_ints[MC_SHARED_INT_MAX + 1];
+
+int mc_shared_ints_init(void) {
+    for (int i = 0; i <= MC_SHARED_INT_MAX; i++) {
+        if (shared_ints[i]) continue;
+        mc_dec d = mc_dec_of(i);
+        shared_ints[i] = RedisModule_CreateString(NULL, MC_DEC_ARG(d));
+    }
+    return REDISMODULE_OK;
+}
+
+RedisModuleString *mc_shared_int(long long v) {
+    RedisModule_Assert(v >= 0 && v <= MC_SHARED_INT_MAX && shared_ints[v] != NULL);
+    return shared_ints[v];
+}
+
+mc_iarg mc_iarg_of(long long v) {
+    mc_iarg a;
+    if (v >= 0 && v <= MC_SHARED_INT_MAX && shared_ints[v] != NULL) {
+        a.s = shared_ints[v];
+        a.owned = 0;
+    } else {
+        mc_dec d = mc_dec_of(v);
+        a.s = RedisModule_CreateString(NULL, MC_DEC_ARG(d));
+        a.owned = 1;
+    }
+    return a;
+}
+
+void mc_iarg_release(mc_iarg *a) {
+    if (a->owned) RedisModule_FreeString(NULL, a->s);
+    a->s = NULL;
+    a->owned = 0;
+}

@@ -1,0 +1,44 @@
+/* replargs.h -- integer arguments of a replicated command, with as few server
+ * allocations as the module API allows.
+ *
+ * RedisModule_Replicate copies a C string or an integer ('c', 'b', 'l') into a
+ * new server object, but only takes a reference to a module string ('s'). So
+ * the small integers that most replicated commands carry -- a lock's permits
+ * (at most 1,024), a hold count, the "0"/"1" of a holder count, a window hit's
+ * cost -- are module strings made once at load and shared by every replicated
+ * command; nothing writes to them (the server only reads and reference-counts
+ * propagated arguments). An integer that may be large gets a string of its own,
+ * one allocation, as 'b' with core/decimal.h would. The bytes replicated are
+ * the same decimal text as with the 'l' format.
+ *
+ *   mc_iarg c = mc_iarg_of(count);
+ *   RedisModule_Replicate(ctx, "X", "sss", key, mc_shared_int(1), c.s);
+ *   mc_iarg_release(&c);
+ */
+#ifndef MC_REPLARGS_H
+#define MC_REPLARGS_H
+
+#include "redismodule.h"
+
+#define MC_SHARED_INT_MAX 1024 /* 0..this are shared */
+
+/* Make the shared strings of 0..MC_SHARED_INT_MAX; once, from RedisModule_OnLoad,
+ * before any command runs. Returns REDISMODULE_OK. */
+int mc_shared_ints_init(void);
+
+/* The shared string of `v`, for v in 0..MC_SHARED_INT_MAX (the caller knows it
+ * is: a value outside aborts with a log line, as a bug). Never freed. */
+RedisModuleString *mc_shared_int(long long v);
+
+/* An integer argument for the 's' format: shared when small, else a string of
+ * its own that mc_iarg_release frees (after RedisModule_Replicate, which holds
+ * its own reference). */
+typedef struct mc_iarg {
+    RedisModuleString *s;
+    int owned;
+} mc_iarg;
+
+mc_iarg mc_iarg_of(long long v);
+void mc_iarg_release(mc_iarg *a);
+
+#endif
