@@ -54,11 +54,10 @@ static void expire_with_lag(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModul
 
 void rl_replicate_hit(RedisModuleCtx *ctx, RedisModuleString *keyname, uint64_t window_ms, uint64_t limit,
                       uint64_t at_ms, uint64_t cost) {
-    mc_dec w = mc_dec_of((long long)window_ms), at = mc_dec_of((long long)at_ms);
-    mc_iarg n = mc_iarg_of((long long)limit), c = mc_iarg_of((long long)cost);
-    RedisModule_Replicate(ctx, CMD_WINDOW_HIT_NAME, "sbsbss", keyname, MC_DEC_ARG(w), n.s, MC_DEC_ARG(at), c.s,
+    mc_dec w = mc_dec_of((long long)window_ms), n = mc_dec_of((long long)limit), at = mc_dec_of((long long)at_ms);
+    mc_iarg c = mc_iarg_of((long long)cost); /* most often 1: shared */
+    RedisModule_Replicate(ctx, CMD_WINDOW_HIT_NAME, "sbbbss", keyname, MC_DEC_ARG(w), MC_DEC_ARG(n), MC_DEC_ARG(at), c.s,
                           mc_shared_int(0));
-    mc_iarg_release(&n);
     mc_iarg_release(&c);
 }
 
@@ -73,10 +72,8 @@ void rl_store_gcra(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleString *
     }
     v->tat_us = tat;
     v->params = *p;
-    mc_dec t = mc_dec_of((long long)tat), e = mc_dec_of((long long)p->emission_us);
-    mc_iarg n = mc_iarg_of((long long)p->limit);
-    RedisModule_Replicate(ctx, CMD_GCRA_SET, "sbbs", keyname, MC_DEC_ARG(t), MC_DEC_ARG(e), n.s);
-    mc_iarg_release(&n);
+    mc_dec t = mc_dec_of((long long)tat), e = mc_dec_of((long long)p->emission_us), n = mc_dec_of((long long)p->limit);
+    RedisModule_Replicate(ctx, CMD_GCRA_SET, "sbbb", keyname, MC_DEC_ARG(t), MC_DEC_ARG(e), MC_DEC_ARG(n));
     expire_with_lag(ctx, key, keyname, gcra_expire_at_ms(v), lag_ms);
 }
 

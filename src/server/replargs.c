@@ -15,8 +15,7 @@ int mc_shared_ints_init(void) {
 }
 
 RedisModuleString *mc_shared_int(long long v) {
-    RedisModule_Assert(v >= 0 && v <= MC_SHARED_INT_MAX && shared_ints[v] != NULL);
-    return shared_ints[v];
+    return v >= 0 && v <= MC_SHARED_INT_MAX ? shared_ints[v] : NULL;
 }
 
 mc_iarg mc_iarg_of(long long v) {

@@ -26,8 +26,8 @@
  * before any command runs. Returns REDISMODULE_OK. */
 int mc_shared_ints_init(void);
 
-/* The shared string of `v`, for v in 0..MC_SHARED_INT_MAX (the caller knows it
- * is: a value outside aborts with a log line, as a bug). Never freed. */
+/* The shared string of `v`, for a constant v in 0..MC_SHARED_INT_MAX (NULL for
+ * any other: a value that may be outside goes through mc_iarg_of). Never freed. */
 RedisModuleString *mc_shared_int(long long v);
 
 /* An integer argument for the 's' format: shared when small, else a string of
