@@ -69,11 +69,11 @@ static void replicate_state(RedisModuleCtx *ctx, RedisModuleString *keyname, con
         mc_iarg count = mc_iarg_of(h->count);
         if (l->ephemeral)
             RedisModule_Replicate(ctx, CMD_LOCK_STATE, "ssbsbbsbc", keyname, permits, MC_DEC_ARG(last),
-                                  mc_shared_int(1), h->owner, h->owner_len, MC_DEC_ARG(exp), count.s,
+                                  mc_shared_int(1), h->owner, (size_t)h->owner_len, MC_DEC_ARG(exp), count.s,
                                   MC_DEC_ARG(token), "EPHEMERAL");
         else
             RedisModule_Replicate(ctx, CMD_LOCK_STATE, "ssbsbbsb", keyname, permits, MC_DEC_ARG(last),
-                                  mc_shared_int(1), h->owner, h->owner_len, MC_DEC_ARG(exp), count.s,
+                                  mc_shared_int(1), h->owner, (size_t)h->owner_len, MC_DEC_ARG(exp), count.s,
                                   MC_DEC_ARG(token));
         mc_iarg_release(&count);
         mc_iarg_release(&pa);
