@@ -22,11 +22,11 @@
 
 #include "captcha/captcha_glue.h"
 #include "captcha/errors.h"
+#include "core/decimal.h"
 #include "core/keyslot.h"
 #include "server/args.h"
 #include "server/clock.h"
 #include "server/cluster.h"
-#include "core/decimal.h"
 #include "server/internal.h"
 #include "server/keys.h"
 
