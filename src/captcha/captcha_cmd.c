@@ -107,18 +107,6 @@ static int missing_elsewhere_or_reply(RedisModuleCtx *ctx, RedisModuleString *na
     return 1;
 }
 
-/* Decimal digits of v into out (at least 10 bytes); returns how many. */
-static size_t u32_to_str(uint32_t v, char *out) {
-    char tmp[10];
-    size_t n = 0;
-    do {
-        tmp[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    for (size_t i = 0; i < n; i++) out[i] = tmp[n - 1 - i];
-    return n;
-}
-
 /* Reply "ERR <msg>". */
 static int reply_err(RedisModuleCtx *ctx, const char *msg) {
     char buf[512];
@@ -205,10 +193,10 @@ static int AddVisitor_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv
             char buf[80];
             size_t n = sizeof("{\"duration\":") - 1;
             memcpy(buf, "{\"duration\":", n);
-            n += u32_to_str(c->duration_s, buf + n);
+            n += mc_dec_write(c->duration_s, buf + n);
             memcpy(buf + n, ",\"difficulty_factor\":", sizeof(",\"difficulty_factor\":") - 1);
             n += sizeof(",\"difficulty_factor\":") - 1;
-            n += u32_to_str(captcha_difficulty(c, count), buf + n);
+            n += mc_dec_write(captcha_difficulty(c, count), buf + n);
             buf[n++] = '}';
             RedisModule_ReplyWithStringBuffer(ctx, buf, n);
             mc_dec at = mc_dec_of((long long)c->visits.last_ms);

@@ -8,6 +8,8 @@
  * embedded string) and the bytes on the wire -- to replicas and the AOF -- are the
  * same decimal text, so the replication format does not change.
  *
+ * mc_dec_write does the same into a caller's buffer (keys, replies).
+ *
  * Usage: mc_dec t = mc_dec_of(tat);
  *        RedisModule_Replicate(ctx, "RL.GCRA_SET", "sb", key, MC_DEC_ARG(t)); */
 #ifndef MC_DECIMAL_H
@@ -47,6 +49,14 @@ static inline mc_dec mc_dec_of(long long v) {
     d.off = (unsigned char)i;
     d.n = (unsigned char)(sizeof(d.s) - i);
     return d;
+}
+
+/* `v` in decimal into out (at least 20 bytes, not NUL-terminated); returns how
+ * many bytes it wrote. For building keys and replies without printf. */
+static inline size_t mc_dec_write(long long v, char *out) {
+    mc_dec d = mc_dec_of(v);
+    for (size_t i = 0; i < d.n; i++) out[i] = d.s[d.off + i];
+    return d.n;
 }
 
 /* The two arguments that the 'b' format of RedisModule_Replicate takes. */

@@ -51,39 +51,38 @@ int lock_open_kind(RedisModuleCtx *ctx, RedisModuleString *keyname, int mode, in
  * permits, the holder count and small hold counts as shared strings
  * (server/replargs.h), times and tokens as stack-formatted buffers. */
 static void replicate_state(RedisModuleCtx *ctx, RedisModuleString *keyname, const lockv *l) {
-    mc_iarg pa = mc_iarg_of(l->permits); /* 1..LOCK_MAX_PERMITS: shared */
-    RedisModuleString *permits = pa.s;
-    mc_dec last = mc_dec_of((long long)l->last_token);
-    if (l->nholders == 0 && l->adjust == 0) {
-        if (l->ephemeral)
-            RedisModule_Replicate(ctx, CMD_LOCK_STATE, "ssbsc", keyname, permits, MC_DEC_ARG(last), mc_shared_int(0),
-                                  "EPHEMERAL");
-        else RedisModule_Replicate(ctx, CMD_LOCK_STATE, "ssbs", keyname, permits, MC_DEC_ARG(last), mc_shared_int(0));
-        mc_iarg_release(&pa);
+    int free_lock = l->nholders == 0 && l->adjust == 0;
+    int one_plain = l->adjust == 0 && l->nholders == 1 && l->holders[0].delay_ms == 0 && !l->holders[0].shared &&
+                    l->holders[0].weight == 1;
+    if (!free_lock && !one_plain) {
+        size_t n;
+        RedisModuleString **args = lock_state_args(l, &n);
+        RedisModule_Replicate(ctx, CMD_LOCK_STATE, "sv", keyname, args, n);
+        mc_free_args(args, n);
         return;
     }
-    if (l->adjust == 0 && l->nholders == 1 && l->holders[0].delay_ms == 0 && !l->holders[0].shared &&
-        l->holders[0].weight == 1) {
+    mc_iarg permits = mc_iarg_of(l->permits); /* 1..LOCK_MAX_PERMITS: shared */
+    mc_dec last = mc_dec_of((long long)l->last_token);
+    if (free_lock) {
+        if (l->ephemeral)
+            RedisModule_Replicate(ctx, CMD_LOCK_STATE, "ssbsc", keyname, permits.s, MC_DEC_ARG(last), mc_shared_int(0),
+                                  "EPHEMERAL");
+        else RedisModule_Replicate(ctx, CMD_LOCK_STATE, "ssbs", keyname, permits.s, MC_DEC_ARG(last), mc_shared_int(0));
+    } else {
         const lock_holder *h = &l->holders[0];
         mc_dec exp = mc_dec_of((long long)h->expires_ms), token = mc_dec_of((long long)h->token);
         mc_iarg count = mc_iarg_of(h->count);
         if (l->ephemeral)
-            RedisModule_Replicate(ctx, CMD_LOCK_STATE, "ssbsbbsbc", keyname, permits, MC_DEC_ARG(last),
+            RedisModule_Replicate(ctx, CMD_LOCK_STATE, "ssbsbbsbc", keyname, permits.s, MC_DEC_ARG(last),
                                   mc_shared_int(1), h->owner, (size_t)h->owner_len, MC_DEC_ARG(exp), count.s,
                                   MC_DEC_ARG(token), "EPHEMERAL");
         else
-            RedisModule_Replicate(ctx, CMD_LOCK_STATE, "ssbsbbsb", keyname, permits, MC_DEC_ARG(last),
+            RedisModule_Replicate(ctx, CMD_LOCK_STATE, "ssbsbbsb", keyname, permits.s, MC_DEC_ARG(last),
                                   mc_shared_int(1), h->owner, (size_t)h->owner_len, MC_DEC_ARG(exp), count.s,
                                   MC_DEC_ARG(token));
         mc_iarg_release(&count);
-        mc_iarg_release(&pa);
-        return;
     }
-    mc_iarg_release(&pa);
-    size_t n;
-    RedisModuleString **args = lock_state_args(l, &n);
-    RedisModule_Replicate(ctx, CMD_LOCK_STATE, "sv", keyname, args, n);
-    mc_free_args(args, n);
+    mc_iarg_release(&permits);
 }
 
 void lock_commit(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleString *keyname, lockv *l, uint64_t now_ms) {

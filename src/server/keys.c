@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include "core/decimal.h"
+
 int mc_open_typed(RedisModuleCtx *ctx, RedisModuleString *keyname, int mode, RedisModuleType *type,
                   RedisModuleKey **key) {
     *key = RedisModule_OpenKey(ctx, keyname, mode);
@@ -19,16 +21,7 @@ int mc_open_typed(RedisModuleCtx *ctx, RedisModuleString *keyname, int mode, Red
 /* "<db>:" into out (at least 12 bytes); returns its length. No printf: this is
  * on every lock write and wait-queue lookup. */
 static size_t db_prefix(int db, char *out) {
-    char tmp[11];
-    size_t n = 0;
-    unsigned v = db < 0 ? 0u - (unsigned)db : (unsigned)db;
-    do {
-        tmp[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    size_t at = 0;
-    if (db < 0) out[at++] = '-';
-    while (n) out[at++] = tmp[--n];
+    size_t at = mc_dec_write(db, out);
     out[at++] = ':';
     return at;
 }
