@@ -1,6 +1,6 @@
 # Makefile -- mcaptcha-cache, a Redis module (C).
 #
-#   make            build mcaptcha_cache.so
+#   make            build build/mcaptcha_cache.so (every build output goes under build/)
 #   make run        install what is missing (as root), build, serve on 127.0.0.1:$(PORT)
 #   make test       install test dependencies (as root), build, run every test: unit (also
 #                   under valgrind), integration, integration against the ASan/UBSan build
@@ -15,8 +15,9 @@
 # REDISMODULE_H=/path/to/redismodule.h uses that header instead of fetching the
 # installed server's from Debian's redis source package (scripts/fetch-redismodule-h.sh).
 
-MODULE   := mcaptcha_cache.so
 BUILD    := build
+MODULE_NAME := mcaptcha_cache.so
+MODULE   := $(BUILD)/$(MODULE_NAME)
 PORT     ?= 6379
 PYTHON   := /usr/bin/python3
 MODULEDIR ?= /usr/lib/redis/modules
@@ -49,7 +50,7 @@ GLUE_OBJ := $(GLUE_SRC:src/%.c=$(BUILD)/%.o)
 UNIT_TESTS := $(BUILD)/test_bucket $(BUILD)/test_captcha $(BUILD)/test_gcra $(BUILD)/test_keyslot $(BUILD)/test_lock $(BUILD)/test_histogram $(BUILD)/test_policy $(BUILD)/test_decimal
 
 ASAN_DIR := $(BUILD)/asan
-ASAN_MODULE := $(ASAN_DIR)/$(MODULE)
+ASAN_MODULE := $(ASAN_DIR)/$(MODULE_NAME)
 ASAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
 
 .PHONY: all run test unit unit-valgrind integration integration-asan install clean deps-build deps-run deps-test \
@@ -150,15 +151,15 @@ VALKEY_H_DIR := $(BUILD)/valkey-header
 $(VALKEY_H_DIR)/%.o: src/%.c $(VALKEYMODULE_H)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -MMD -MP -Isrc -Isrc/compat/valkey -I$(dir $(VALKEYMODULE_H)) -c $< -o $@
-$(VALKEY_H_DIR)/$(MODULE): $(CORE_SRC:src/%.c=$(VALKEY_H_DIR)/%.o) $(GLUE_SRC:src/%.c=$(VALKEY_H_DIR)/%.o)
+$(VALKEY_H_DIR)/$(MODULE_NAME): $(CORE_SRC:src/%.c=$(VALKEY_H_DIR)/%.o) $(GLUE_SRC:src/%.c=$(VALKEY_H_DIR)/%.o)
 	$(CC) -shared -Wl,-z,defs -o $@ $^ $(LDLIBS)
 .PHONY: valkey-header-check
 valkey-header-check:
 	@start=$$(date +%s); h=$$(sh scripts/fetch-server.sh --header valkey-9.1) && \
 	$(PYTHON) scripts/valkey-compat.py --check $$h && \
-	$(MAKE) --no-print-directory $(VALKEY_H_DIR)/$(MODULE) VALKEYMODULE_H=$$h && \
+	$(MAKE) --no-print-directory $(VALKEY_H_DIR)/$(MODULE_NAME) VALKEYMODULE_H=$$h && \
 	if srv=$$(sh scripts/fetch-server.sh --cached valkey-9.1); then \
-	    $(PYTHON) scripts/valkey-compat.py --smoke $$srv $(VALKEY_H_DIR)/$(MODULE); \
+	    $(PYTHON) scripts/valkey-compat.py --smoke $$srv $(VALKEY_H_DIR)/$(MODULE_NAME); \
 	else echo "valkey-header-check: valkey-9.1 is not cached (make servers): smoke test skipped"; fi && \
 	echo "valkey-header-check: built against $$h in $$(($$(date +%s) - start)) s"
 -include $(wildcard $(VALKEY_H_DIR)/*/*.d)
@@ -220,8 +221,8 @@ run: deps-run
 
 install: $(MODULE)
 	install -d $(DESTDIR)$(MODULEDIR)
-	install -m 0755 $(MODULE) $(DESTDIR)$(MODULEDIR)/$(MODULE)
-	@echo "Add to redis.conf:  loadmodule $(MODULEDIR)/$(MODULE)"
+	install -m 0755 $(MODULE) $(DESTDIR)$(MODULEDIR)/$(MODULE_NAME)
+	@echo "Add to redis.conf:  loadmodule $(MODULEDIR)/$(MODULE_NAME)"
 
 # The Debian package (scripts/build-deb.sh, packaging/deb/): the module, a commented
 # loadmodule snippet, the docs; no maintainer scripts. Tested by tests/integration/server/test_deb.py.

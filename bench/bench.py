@@ -28,7 +28,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 OUT = os.path.join(HERE, "out")
-MODULE = os.environ.get("MODULE", os.path.join(ROOT, "mcaptcha_cache.so"))
+MODULE = os.environ.get("MODULE", os.path.join(ROOT, "build", "mcaptcha_cache.so"))
 FLOOR_MODULE = os.environ.get("FLOOR_MODULE", os.path.join(ROOT, "build", "bench", "floor.so"))
 SCALE = float(os.environ.get("BENCH_SCALE", "1"))
 

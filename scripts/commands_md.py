@@ -65,7 +65,7 @@ def arg_rows(args, depth=0):
 
 def generate():
     with tempfile.TemporaryDirectory() as d:
-        s = RedisServer(dir=d, module=os.path.join(ROOT, "mcaptcha_cache.so"))
+        s = RedisServer(dir=d, module=os.path.join(ROOT, "build", "mcaptcha_cache.so"))
         s.start()
         try:
             r = s.client()

@@ -16,7 +16,7 @@ from servers import RedisServer  # noqa: E402
 import test_readme_acl as acl  # noqa: E402
 
 with tempfile.TemporaryDirectory() as d:
-    s = RedisServer(dir=d, module=os.path.join(ROOT, "mcaptcha_cache.so"))
+    s = RedisServer(dir=d, module=os.path.join(ROOT, "build", "mcaptcha_cache.so"))
     s.start()
     try:
         want = acl._expected(acl._module_commands(s.client()))

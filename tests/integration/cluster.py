@@ -501,7 +501,7 @@ class Cluster:
 # --------------------------------------------------------------------- fixture
 def _module_path():
     here = os.path.dirname(os.path.abspath(__file__))
-    default = os.path.join(os.path.dirname(os.path.dirname(here)), "mcaptcha_cache.so")
+    default = os.path.join(os.path.dirname(os.path.dirname(here)), "build", "mcaptcha_cache.so")
     return os.path.abspath(os.environ.get("MCAPTCHA_MODULE") or default)
 
 

@@ -1,6 +1,6 @@
 """pytest fixtures for the mcaptcha-cache integration tests.
 
-The module is read from $MCAPTCHA_MODULE, default <repo root>/mcaptcha_cache.so.
+The module is read from $MCAPTCHA_MODULE, default <repo root>/build/mcaptcha_cache.so.
 A missing module fails every test at setup (it does not skip).
 
 Servers load it with INTERNAL_ARGS (the internal commands open to clients, so
@@ -21,7 +21,7 @@ INTERNAL_ARGS = ("INTERNAL-COMMANDS", "yes")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(os.path.dirname(HERE))
-DEFAULT_MODULE = os.path.join(REPO_ROOT, "mcaptcha_cache.so")
+DEFAULT_MODULE = os.path.join(REPO_ROOT, "build", "mcaptcha_cache.so")
 
 
 def _module_path():

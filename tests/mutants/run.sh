@@ -44,13 +44,13 @@ for p in $patches; do
     if ! (cd "$dir" && patch -p1 --quiet --no-backup-if-mismatch <"$p") >"$log" 2>&1; then
         result="DOES NOT APPLY (update the patch)"
         status=1
-    elif ! (cd "$dir" && make --no-print-directory REDISMODULE_H="$REDISMODULE_H" mcaptcha_cache.so) >>"$log" 2>&1; then
+    elif ! (cd "$dir" && make --no-print-directory REDISMODULE_H="$REDISMODULE_H" build/mcaptcha_cache.so) >>"$log" 2>&1; then
         result="DOES NOT BUILD (fix the patch)"
         status=1
     else
         case $test in
         "make unit") cmd="make --no-print-directory REDISMODULE_H=$REDISMODULE_H unit" ;;
-        pytest*) cmd="MCAPTCHA_MODULE=$dir/mcaptcha_cache.so /usr/bin/python3 -m pytest -q -x -p no:cacheprovider ${test#pytest }" ;;
+        pytest*) cmd="MCAPTCHA_MODULE=$dir/build/mcaptcha_cache.so /usr/bin/python3 -m pytest -q -x -p no:cacheprovider ${test#pytest }" ;;
         *) cmd=$test ;;
         esac
         if (cd "$dir" && sh -c "$cmd") >>"$log" 2>&1; then

@@ -82,7 +82,7 @@ def test_make_deb_contents_then_serve_from_extracted_root(tmp_path):
     run("md5sum", "--quiet", "-c", str(control / "md5sums"), cwd=str(root))
     installed = str(root) + SO
     assert stat.S_IMODE(os.stat(installed).st_mode) == 0o755
-    with open(installed, "rb") as a, open(os.path.join(REPO_ROOT, "mcaptcha_cache.so"), "rb") as b:
+    with open(installed, "rb") as a, open(os.path.join(REPO_ROOT, "build", "mcaptcha_cache.so"), "rb") as b:
         assert a.read() == b.read()
 
     # The snippet: only comments, one of them the loadmodule line to uncomment.
