@@ -49,3 +49,15 @@ uint64_t gcra_refund(const gcra_params *p, uint64_t tat_us, uint64_t now_us, uin
     if (__builtin_mul_overflow(p->emission_us, n, &back) || back >= tat_us - now_us) return now_us;
     return tat_us - back;
 }
+
+uint64_t gcra_refund_at(const gcra_params *p, uint64_t tat_us, uint64_t now_us, uint64_t n, uint64_t at_us) {
+    if (tat_us <= now_us) return tat_us;
+    uint64_t back;
+    if (__builtin_mul_overflow(p->emission_us, n, &back)) back = UINT64_MAX;
+    if (at_us && at_us < now_us) {
+        uint64_t since = now_us - at_us;
+        if (since >= back) return tat_us; /* all of it has come back by itself */
+        back -= since;
+    }
+    return back >= tat_us - now_us ? now_us : tat_us - back;
+}

@@ -53,6 +53,12 @@ int gcra_apply(const gcra_params *p, uint64_t tat_us, uint64_t now_us, uint64_t 
  * the new TAT (<= now_us means the limiter is full: the state can go). */
 uint64_t gcra_refund(const gcra_params *p, uint64_t tat_us, uint64_t now_us, uint64_t n);
 
+/* gcra_refund for `n` units taken at `at_us` (0: now): what has regenerated
+ * since -- the time from at_us to now_us -- is not given again, so the TAT moves
+ * back by max(0, n * T - (now_us - at_us)), never below now_us; unchanged once
+ * that reaches zero. An at_us after now_us counts as now. */
+uint64_t gcra_refund_at(const gcra_params *p, uint64_t tat_us, uint64_t now_us, uint64_t n, uint64_t at_us);
+
 /* Seconds, rounded up (redis-cell's reply unit). */
 static inline int64_t gcra_ceil_s(uint64_t us) {
     return (int64_t)((us + 999999) / 1000000);

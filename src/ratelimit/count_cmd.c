@@ -50,7 +50,7 @@ static int Count_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int
         return rl_reply_error(ctx, RL_ERR_WRONGTYPE);
     uint64_t now = mc_now_us() / 1000, count, have_ms;
     /* A new counter stores no real limit; an existing key keeps its own. */
-    lb_status st = window_hit(key, window_ms, COUNT_NEW_LIMIT, 1, now, 1, &count, &have_ms);
+    lb_status st = window_hit(key, window_ms, WINDOW_WIDTH_LEGACY, COUNT_NEW_LIMIT, 1, now, 1, &count, &have_ms);
     if (st == LB_ERR_RANGE) {
         char have[48], asked[48], buf[200];
         format_leak_rate(have, sizeof(have), have_ms);
@@ -69,7 +69,7 @@ static int Count_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int
     /* The same state on replicas and in the AOF: the hit at the time used here,
      * with the limit the key holds. */
     window_value *v = RedisModule_ModuleTypeGetValue(key);
-    rl_replicate_hit(ctx, argv[1], window_ms, v->limit, now, 1);
+    rl_replicate_hit(ctx, argv[1], window_ms, v->limit, now, 1, WINDOW_WIDTH_LEGACY);
     RedisModule_CloseKey(key);
     return RedisModule_ReplyWithLongLong(ctx, (long long)count);
 }

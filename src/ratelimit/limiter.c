@@ -17,6 +17,7 @@
 
 #include "core/decimal.h"
 #include "ratelimit/ratelimit_glue.h"
+#include "server/args.h"
 #include "server/keys.h"
 #include "server/replargs.h"
 
@@ -53,11 +54,11 @@ static void expire_with_lag(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModul
 }
 
 void rl_replicate_hit(RedisModuleCtx *ctx, RedisModuleString *keyname, uint64_t window_ms, uint64_t limit,
-                      uint64_t at_ms, uint64_t cost) {
+                      uint64_t at_ms, uint64_t cost, int width) {
     mc_dec w = mc_dec_of((long long)window_ms), n = mc_dec_of((long long)limit), at = mc_dec_of((long long)at_ms);
     mc_iarg c = mc_iarg_of((long long)cost); /* most often 1: shared */
     RedisModule_Replicate(ctx, CMD_WINDOW_HIT_NAME, "sbbbss", keyname, MC_DEC_ARG(w), MC_DEC_ARG(n), MC_DEC_ARG(at), c.s,
-                          mc_shared_int(0));
+                          mc_shared_int(width));
     mc_iarg_release(&c);
 }
 
@@ -98,56 +99,92 @@ static int eval_gcra(RedisModuleCtx *ctx, RedisModuleString *keyname, const rl_r
     return RL_OK;
 }
 
+/* The hits a window request sees at `now`, into *tmp when they are not the
+ * stored value's own: an empty key (a new fine window), a stored window of
+ * another length under a policy (carried over: sw_rewidth), or a window of the
+ * old width that counts nothing (started over with the fine width, keeping its
+ * clock mark). *carried is 1 for the second case (its write replicates the whole
+ * state). Returns RL_OK or RL_ERR_WINDOW. */
+static int window_view(window_value *v, const rl_request *r, uint64_t now, swindow *tmp, swindow **hits,
+                       int *carried) {
+    uint64_t fine = sw_fine_width(r->window_ms);
+    *carried = 0;
+    if (v == NULL) {
+        sw_init(tmp, r->window_ms, fine); /* range checked by the parser */
+        *hits = tmp;
+    } else if (v->hits.window_ms != r->window_ms) {
+        if (!r->adapt_window) return RL_ERR_WINDOW;
+        if (sw_rewidth(tmp, &v->hits, r->window_ms, fine, now) != SW_OK) return RL_ERR_WINDOW;
+        *carried = 1;
+        *hits = tmp;
+    } else if (v->hits.slot_ms != fine && sw_count(&v->hits, now) == 0) {
+        sw_init(tmp, r->window_ms, fine);
+        tmp->last_ms = v->hits.last_ms;
+        *hits = tmp;
+    } else {
+        *hits = &v->hits;
+    }
+    return RL_OK;
+}
+
+void rl_replicate_window_state(RedisModuleCtx *ctx, RedisModuleString *keyname, const window_value *v) {
+    size_t na;
+    RedisModuleString **args = window_state_args(v, &na);
+    RedisModule_Replicate(ctx, CMD_WINDOW_SET, "sv", keyname, args, na);
+    mc_free_args(args, na);
+}
+
 static int eval_window(RedisModuleCtx *ctx, RedisModuleString *keyname, const rl_request *r, uint64_t now_us,
                        int apply, rl_result *out) {
     RedisModuleKey *key;
     int rc = rl_open(ctx, keyname, apply ? REDISMODULE_READ | REDISMODULE_WRITE : REDISMODULE_READ, WindowType, &key);
     if (rc != RL_OK) return rc;
     uint64_t now = now_us / 1000;
-    window_value fresh, *v = &fresh;
-    int empty = RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_EMPTY;
-    if (empty) {
-        memset(&fresh, 0, sizeof(fresh));
-        lb_init(&fresh.hits, r->window_ms); /* range checked by the parser */
-    } else {
-        v = RedisModule_ModuleTypeGetValue(key);
-        if (v->hits.window_ms != r->window_ms) {
-            RedisModule_CloseKey(key);
-            return RL_ERR_WINDOW;
-        }
+    window_value *v = RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_EMPTY ? NULL : RedisModule_ModuleTypeGetValue(key);
+    swindow tmp, *hits;
+    int carried;
+    rc = window_view(v, r, now, &tmp, &hits, &carried);
+    if (rc != RL_OK) {
+        RedisModule_CloseKey(key);
+        return rc;
     }
-    uint64_t count = lb_count(&v->hits, now);
-    uint64_t fits = lb_fits_at(&v->hits, now, r->limit, r->cost);
-    uint64_t eff = v->hits.last_ms > now ? v->hits.last_ms : now;
+    uint64_t count = sw_count(hits, now);
+    uint64_t fits = sw_fits_at(hits, now, r->limit, r->cost);
+    uint64_t eff = hits->last_ms > now ? hits->last_ms : now;
     out->allowed = fits <= eff;
+    int taken = 0;
     if (out->allowed && apply && r->cost > 0) {
-        if (empty) {
-            v = RedisModule_Calloc(1, sizeof(*v));
-            lb_init(&v->hits, r->window_ms);
-            RedisModule_ModuleTypeSetValue(key, WindowType, v);
-        }
-        v->limit = r->limit;
-        if (lb_add(&v->hits, now, (uint32_t)r->cost, &count) != LB_OK) {
-            /* A slot at 2^32 hits: refuse (nothing changed). */
+        if (sw_add(hits, now, (uint32_t)r->cost, &count) != SW_OK) {
+            /* A slot at 2^32 hits: refuse (nothing changed that counts). */
             out->allowed = 0;
             fits = UINT64_MAX;
         } else {
-            rl_replicate_hit(ctx, keyname, r->window_ms, r->limit, now, r->cost);
-            expire_with_lag(ctx, key, keyname, (long long)lb_empty_at(&v->hits, now), r->lag_ms);
+            taken = 1;
+            if (v == NULL) {
+                v = RedisModule_Calloc(1, sizeof(*v));
+                RedisModule_ModuleTypeSetValue(key, WindowType, v);
+            } else if (hits == &tmp) {
+                sw_free(&v->hits);
+            }
+            if (hits == &tmp) v->hits = tmp; /* moved: tmp is no longer ours */
+            hits = &v->hits;
+            v->limit = r->limit;
+            if (carried) rl_replicate_window_state(ctx, keyname, v);
+            else rl_replicate_hit(ctx, keyname, r->window_ms, r->limit, now, r->cost, WINDOW_WIDTH_FINE);
+            expire_with_lag(ctx, key, keyname, (long long)sw_empty_at(hits, now), r->lag_ms);
         }
     }
-    uint64_t empty_at = lb_empty_at(&v->hits, now);
-    if (out->allowed && !(apply && r->cost > 0) && r->cost > 0) {
+    uint64_t empty_at = sw_empty_at(hits, now);
+    if (out->allowed && !taken && r->cost > 0) {
         /* A peek or a dry run: answer as if the hits were taken now. */
         count += r->cost;
-        uint64_t w = v->hits.slot_ms;
-        uint64_t would = (eff / w + 1) * w + v->hits.window_ms;
+        uint64_t would = sw_hit_expiry(hits, eff);
         if (would > empty_at) empty_at = would;
     }
     out->remaining = count < r->limit ? r->limit - count : 0;
     out->retry_after_ms = out->allowed || fits == UINT64_MAX ? -1 : (int64_t)(fits - eff);
     out->reset_after_ms = empty_at > eff ? empty_at - eff : 0;
-    if (empty) lb_free(&fresh.hits);
+    if (!taken && hits == &tmp) sw_free(&tmp);
     RedisModule_CloseKey(key);
     return RL_OK;
 }

@@ -3,7 +3,7 @@
  *   CL.THROTTLE  redis-cell compatible GCRA (seconds, 5-integer reply)
  *   RL.GCRA / RL.GCRA_PEEK        GCRA token bucket with a weighted cost (ms)
  *   RL.WINDOW / RL.WINDOW_PEEK    exact sliding window on the leaky-bucket counter (ms)
- *   RL.REFUND    give units back, never below empty
+ *   RL.REFUND    give units back, never below empty (AT: those taken at that time)
  * RL.GCRA*, RL.WINDOW* take POLICY <name> in place of the limit's numbers: the
  * stored policy (policy.c) resolved into the same request, before anything runs.
  *   RL.MULTI     several limits, all or none, in one command
@@ -42,17 +42,17 @@ typedef struct rl_options {
 /* The options each command takes, as its syntax line names them. */
 typedef struct rl_syntax {
     const char *cmd;
-    int allow_burst, allow_wait; /* BURST; WAIT and AT */
+    int allow_burst, allow_wait, allow_at; /* BURST; WAIT; AT */
     const char *valid;
 } rl_syntax;
 
-static const rl_syntax SYN_GCRA = {"RL.GCRA", 1, 1, "BURST capacity, COST n, WAIT timeout-ms, AT unix-ms"};
-static const rl_syntax SYN_GCRA_PEEK = {"RL.GCRA_PEEK", 1, 0, "BURST capacity, COST n"};
-static const rl_syntax SYN_WINDOW = {"RL.WINDOW", 0, 1, "COST n, WAIT timeout-ms, AT unix-ms"};
-static const rl_syntax SYN_WINDOW_PEEK = {"RL.WINDOW_PEEK", 0, 0, "COST n"};
+static const rl_syntax SYN_GCRA = {"RL.GCRA", 1, 1, 1, "BURST capacity, COST n, WAIT timeout-ms, AT unix-ms"};
+static const rl_syntax SYN_GCRA_PEEK = {"RL.GCRA_PEEK", 1, 0, 1, "BURST capacity, COST n, AT unix-ms"};
+static const rl_syntax SYN_WINDOW = {"RL.WINDOW", 0, 1, 1, "COST n, WAIT timeout-ms, AT unix-ms"};
+static const rl_syntax SYN_WINDOW_PEEK = {"RL.WINDOW_PEEK", 0, 0, 1, "COST n, AT unix-ms"};
 /* With POLICY <name> the policy gives BURST: the other options stay. */
-static const rl_syntax SYN_GCRA_POLICY = {"RL.GCRA", 0, 1, "COST n, WAIT timeout-ms, AT unix-ms (BURST is the policy's)"};
-static const rl_syntax SYN_GCRA_PEEK_POLICY = {"RL.GCRA_PEEK", 0, 0, "COST n (BURST is the policy's)"};
+static const rl_syntax SYN_GCRA_POLICY = {"RL.GCRA", 0, 1, 1, "COST n, WAIT timeout-ms, AT unix-ms (BURST is the policy's)"};
+static const rl_syntax SYN_GCRA_PEEK_POLICY = {"RL.GCRA_PEEK", 0, 0, 1, "COST n, AT unix-ms (BURST is the policy's)"};
 
 /* Parse the options from argv[first]; on an error reply (naming an unknown
  * option, a missing value or the range) and return -1. */
@@ -69,7 +69,7 @@ static int parse_options_or_reply(RedisModuleCtx *ctx, RedisModuleString **argv,
         if (syn->allow_burst && mc_is_word(argv[i], "BURST")) opt = OPT_BURST;
         else if (mc_is_word(argv[i], "COST")) opt = OPT_COST;
         else if (syn->allow_wait && mc_is_word(argv[i], "WAIT")) opt = OPT_WAIT;
-        else if (syn->allow_wait && mc_is_word(argv[i], "AT")) opt = OPT_AT;
+        else if (syn->allow_at && mc_is_word(argv[i], "AT")) opt = OPT_AT;
         else return mc_reply_unknown_option(ctx, syn->cmd, argv[i], syn->valid), -1;
         if (i + 1 >= argc) return mc_reply_needs_value(ctx, names[opt], values[opt]), -1;
         uint64_t v;
@@ -249,6 +249,13 @@ static int run_request(RedisModuleCtx *ctx, RedisModuleString *keyname, const rl
     return rl_reply_result(ctx, &res);
 }
 
+/* Answer what the write would, at AT when given (else the clock), writing nothing. */
+static int peek_request(RedisModuleCtx *ctx, RedisModuleString *keyname, const rl_request *r, const rl_options *o) {
+    rl_result res;
+    int rc = rl_eval(ctx, keyname, r, o->at_ms ? o->at_ms * 1000 : mc_now_us(), 0, &res);
+    return rc == RL_OK ? rl_reply_result(ctx, &res) : rl_reply_error(ctx, rc);
+}
+
 /* The limit arguments argv[2..3]: <rate> <period ms>, or POLICY <name> (a GCRA
  * policy, policy.c: its numbers, BURST included, as if given here). */
 static int parse_gcra_or_reply(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, int peek, rl_request *r,
@@ -288,17 +295,15 @@ static int Gcra_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int 
     return run_request(ctx, argv[1], &r, &o, RL_STAT_GCRA);
 }
 
-/* RL.GCRA_PEEK <key> <rate> <period ms> [BURST <capacity>] [COST <n>]
- * RL.GCRA_PEEK <key> POLICY <name> [COST <n>]
- * What RL.GCRA would answer, changing nothing (runs on replicas). */
+/* RL.GCRA_PEEK <key> <rate> <period ms> [BURST <capacity>] [COST <n>] [AT <unix ms>]
+ * RL.GCRA_PEEK <key> POLICY <name> [COST <n>] [AT <unix ms>]
+ * What RL.GCRA (with the same AT) would answer, changing nothing (runs on replicas). */
 static int GcraPeek_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc < 4) return RedisModule_WrongArity(ctx);
     rl_request r = {0};
     rl_options o;
     if (parse_gcra_or_reply(ctx, argv, argc, 1, &r, &o) != 0) return REDISMODULE_OK;
-    rl_result res;
-    int rc = rl_eval(ctx, argv[1], &r, mc_now_us(), 0, &res);
-    return rc == RL_OK ? rl_reply_result(ctx, &res) : rl_reply_error(ctx, rc);
+    return peek_request(ctx, argv[1], &r, &o);
 }
 
 /* The limit arguments argv[2..3]: <limit> <window ms>, or POLICY <name> (a
@@ -320,6 +325,7 @@ static int parse_window_or_reply(RedisModuleCtx *ctx, RedisModuleString **argv, 
     if (parse_options_or_reply(ctx, argv, argc, 4, syn, o) != 0) return -1;
     lbucket probe;
     if (lb_init(&probe, window) != LB_OK) return RedisModule_ReplyWithError(ctx, "ERR window out of range"), -1;
+    r->adapt_window = mc_is_word(argv[2], "POLICY"); /* a policy's window may have changed (rl_request) */
     r->kind = RL_WINDOW;
     r->limit = limit;
     r->window_ms = window;
@@ -340,26 +346,34 @@ static int Window_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, in
     return run_request(ctx, argv[1], &r, &o, RL_STAT_WINDOW);
 }
 
-/* RL.WINDOW_PEEK <key> <limit> <window ms> [COST <n>]
- * RL.WINDOW_PEEK <key> POLICY <name> [COST <n>]
- * What RL.WINDOW would answer, changing nothing (runs on replicas). */
+/* RL.WINDOW_PEEK <key> <limit> <window ms> [COST <n>] [AT <unix ms>]
+ * RL.WINDOW_PEEK <key> POLICY <name> [COST <n>] [AT <unix ms>]
+ * What RL.WINDOW (with the same AT) would answer, changing nothing (runs on replicas). */
 static int WindowPeek_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc < 4) return RedisModule_WrongArity(ctx);
     rl_request r = {0};
     rl_options o;
     if (parse_window_or_reply(ctx, argv, argc, 1, &r, &o) != 0) return REDISMODULE_OK;
-    rl_result res;
-    int rc = rl_eval(ctx, argv[1], &r, mc_now_us(), 0, &res);
-    return rc == RL_OK ? rl_reply_result(ctx, &res) : rl_reply_error(ctx, rc);
+    return peek_request(ctx, argv[1], &r, &o);
 }
 
-/* RL.REFUND <key> <n>
+/* RL.REFUND <key> <n> [AT <unix ms>]
  * Gives back up to <n> units (the newest first), never below empty. Reply: the
- * number given back. Wakes clients waiting on the key. */
+ * number given back. Wakes clients waiting on the key. With AT, the units are
+ * those taken at that time: what would have come back by itself since is not
+ * given again -- GCRA gives back n emission intervals less the time from AT to
+ * the clock (nothing once that reaches zero); a window gives back nothing when
+ * AT is a whole window (and slot) behind the clock, since hits taken then have
+ * left, and otherwise as without AT. The resulting state is what replicates. */
 static int Refund_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
-    if (argc != 3) return RedisModule_WrongArity(ctx);
-    uint64_t n;
+    if (argc < 3) return RedisModule_WrongArity(ctx);
+    uint64_t n, at_ms = 0;
     if (mc_parse_u64(argv[2], 1, MAX_COST, &n)) return mc_reply_range(ctx, "n", 1, MAX_COST);
+    for (int i = 3; i < argc; i += 2) {
+        if (!mc_is_word(argv[i], "AT")) return mc_reply_unknown_option(ctx, "RL.REFUND", argv[i], "AT unix-ms");
+        if (i + 1 >= argc) return mc_reply_needs_value(ctx, "AT", "unix-ms");
+        if (mc_parse_u64(argv[i + 1], 1, LB_MAX_TIME_MS, &at_ms)) return mc_reply_range(ctx, "AT", 1, LB_MAX_TIME_MS);
+    }
     RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE);
     int kt = RedisModule_KeyType(key);
     RedisModuleType *t = kt == REDISMODULE_KEYTYPE_MODULE ? RedisModule_ModuleTypeGetType(key) : NULL;
@@ -372,25 +386,26 @@ static int Refund_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, in
         return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
     }
     uint64_t now_us = mc_now_us(), given = 0;
-    int now_empty;
+    int now_empty = 0, changed = 0;
     if (t == GcraType) {
         gcra_value *v = RedisModule_ModuleTypeGetValue(key);
         uint64_t before = v->tat_us > now_us ? v->tat_us : now_us;
-        uint64_t after = gcra_refund(&v->params, v->tat_us, now_us, n);
+        uint64_t after = gcra_refund_at(&v->params, v->tat_us, now_us, n, at_ms * 1000);
         given = (before - (after > now_us ? after : now_us) + v->params.emission_us - 1) / v->params.emission_us;
         if (given > n) given = n;
         now_empty = after <= now_us;
-        if (!now_empty) rl_store_gcra(ctx, key, argv[1], after, &v->params, 0);
+        changed = after != v->tat_us;
+        if (!now_empty && changed) rl_store_gcra(ctx, key, argv[1], after, &v->params, 0);
     } else {
         window_value *v = RedisModule_ModuleTypeGetValue(key);
-        given = lb_remove(&v->hits, now_us / 1000, n);
-        now_empty = lb_count(&v->hits, now_us / 1000) == 0;
-        if (!now_empty) {
-            RedisModule_SetAbsExpire(key, (long long)lb_empty_at(&v->hits, now_us / 1000));
-            size_t na;
-            RedisModuleString **args = window_state_args(v, &na);
-            RedisModule_Replicate(ctx, CMD_WINDOW_SET, "sv", argv[1], args, na);
-            mc_free_args(args, na);
+        uint64_t now = now_us / 1000;
+        if (at_ms && at_ms + v->hits.window_ms + v->hits.slot_ms <= now) n = 0; /* hits taken then have left */
+        given = n ? sw_remove(&v->hits, now, n) : 0;
+        now_empty = sw_count(&v->hits, now) == 0;
+        changed = given > 0;
+        if (!now_empty && changed) {
+            RedisModule_SetAbsExpire(key, (long long)sw_empty_at(&v->hits, now));
+            rl_replicate_window_state(ctx, argv[1], v);
         }
     }
     if (now_empty) {

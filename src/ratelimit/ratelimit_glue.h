@@ -3,10 +3,12 @@
  * Two module types:
  *   mcap-gcra  a GCRA limiter (core/gcra.h): the TAT and the parameters last used,
  *              32 bytes; the key expires at the TAT, when the limiter is full again.
- *   mcap-wndw  a sliding-window limiter on the leaky-bucket counter (core/bucket.h):
- *              every hit counts for the window (at most window/256 longer), memory
- *              bounded by 4 KiB at any traffic; the key expires when the last hit
- *              has left.
+ *   mcap-wndw  a sliding-window limiter on the sparse window counter (core/window.h):
+ *              every hit counts for the window and at most one slot longer (a slot
+ *              is at most 1 s for windows up to ~18 h; window/256 for a key written
+ *              by a release before encver 2, until it empties, and for
+ *              MCAPTCHA_CACHE.COUNT counters); memory grows with the slots that
+ *              hold hits (core/window.h); the key expires when the last hit has left.
  * Files: ratelimit_type.c (the types: RDB, AOF, digest, copy, memory),
  * limiter.c (one request evaluated and applied, shared by every command and the
  * wait queue), ratelimit_cmd.c (CL.THROTTLE, redis-cell compatible, and the
@@ -21,6 +23,7 @@
 #include <stdint.h>
 
 #include "core/bucket.h"
+#include "core/window.h"
 #include "core/gcra.h"
 #include "core/policy.h"
 #include "redismodule.h"
@@ -30,8 +33,9 @@
 #define WINDOW_TYPE_NAME "mcap-wndw"
 #define GCRA_ENCVER_1 1 /* tat_us, emission_us, limit */
 #define GCRA_ENCVER_LATEST GCRA_ENCVER_1
-#define WINDOW_ENCVER_1 1 /* window_ms, limit, then the bucket (bucket_io.c) */
-#define WINDOW_ENCVER_LATEST WINDOW_ENCVER_1
+#define WINDOW_ENCVER_1 1 /* window_ms, limit, then the bucket (bucket_io.c): slots of window/256 */
+#define WINDOW_ENCVER_2_SLOT_WIDTH 2 /* window_ms, limit, slot_ms, last_ms, n, n x (slot, count) */
+#define WINDOW_ENCVER_LATEST WINDOW_ENCVER_2_SLOT_WIDTH
 #define POLICY_TYPE_NAME "mcap-plcy" /* holds no key: the policy table as RDB aux data */
 #define POLICY_ENCVER_1 1 /* count, then per policy: name, kind, rate, period_ms, burst */
 #define POLICY_ENCVER_LATEST POLICY_ENCVER_1
@@ -50,8 +54,17 @@ typedef struct gcra_value {
 
 typedef struct window_value {
     uint64_t limit;     /* hits allowed within the window */
-    lbucket hits;       /* window_ms = hits.window_ms */
+    swindow hits;       /* window_ms = hits.window_ms, slot width hits.slot_ms */
 } window_value;
+
+/* How a window created by a write cuts time (RL.WINDOW_HIT's last argument):
+ * WINDOW_WIDTH_LEGACY window/256 (MCAPTCHA_CACHE.COUNT, and releases before
+ * encver 2), WINDOW_WIDTH_FINE sw_fine_width (RL.WINDOW, RL.MULTI). */
+#define WINDOW_WIDTH_LEGACY 0
+#define WINDOW_WIDTH_FINE 1
+static inline uint64_t window_width(uint64_t window_ms, int which) {
+    return which == WINDOW_WIDTH_FINE ? sw_fine_width(window_ms) : sw_legacy_width(window_ms);
+}
 
 extern RedisModuleType *GcraType;
 extern RedisModuleType *WindowType;
@@ -83,7 +96,9 @@ static inline long long gcra_expire_at_ms(const gcra_value *v) {
 }
 
 /* Arguments after the key of RL.WINDOW_SET rebuilding `v`: window_ms limit
- * last_ms nslots [slot count]...; free with mc_free_args. */
+ * last_ms nslots [slot count]... [SLOTMS w] (SLOTMS only when the width is not
+ * window/256, so what earlier releases wrote and read is unchanged); free with
+ * mc_free_args. */
 RedisModuleString **window_state_args(const window_value *v, size_t *n);
 
 /* Parse RL.WINDOW_SET's arguments; NULL and *err (no code) on failure. */
@@ -93,20 +108,26 @@ void window_value_free(window_value *v);
 
 /* Add `cost` hits at at_ms to the window at the open key -- unconditionally, as
  * RL.WINDOW_HIT replays an allowed RL.WINDOW and MCAPTCHA_CACHE.COUNT counts --
- * creating it with window_ms when the key is empty, and set the key's expiry to
+ * creating it with window_ms and the slot width `width` (WINDOW_WIDTH_*) when
+ * the key is empty, or when it holds another width and counts nothing at at_ms
+ * (then its clock mark is kept), and set the key's expiry to
  * when the window empties. `limit` is stored on a new window, and on an existing
  * one unless keep_limit. Returns LB_OK with *count (the hits now counted), or
  * an lb_status error; the caller has checked window_ms and at_ms against the
  * bucket's bounds, so LB_ERR_RANGE means only a window of another length (its
  * length in *have_ms). On any error nothing is written. */
-lb_status window_hit(RedisModuleKey *key, uint64_t window_ms, uint64_t limit, int keep_limit, uint64_t at_ms,
-                     uint32_t cost, uint64_t *count, uint64_t *have_ms);
+lb_status window_hit(RedisModuleKey *key, uint64_t window_ms, int width, uint64_t limit, int keep_limit,
+                     uint64_t at_ms, uint32_t cost, uint64_t *count, uint64_t *have_ms);
 
-/* Replicate RL.WINDOW_HIT key window_ms limit at_ms cost 0: `cost` hits added at
- * at_ms (absolute, ms), the state an allowed RL.WINDOW or MCAPTCHA_CACHE.COUNT
- * wrote. */
+/* Replicate RL.WINDOW_HIT key window_ms limit at_ms cost width: `cost` hits
+ * added at at_ms (absolute, ms), the state an allowed RL.WINDOW or
+ * MCAPTCHA_CACHE.COUNT wrote; width is WINDOW_WIDTH_* (0 is what releases
+ * before encver 2 sent). */
 void rl_replicate_hit(RedisModuleCtx *ctx, RedisModuleString *keyname, uint64_t window_ms, uint64_t limit,
-                      uint64_t at_ms, uint64_t cost);
+                      uint64_t at_ms, uint64_t cost, int width);
+
+/* Replicate RL.WINDOW_SET with the whole state of `v`. */
+void rl_replicate_window_state(RedisModuleCtx *ctx, RedisModuleString *keyname, const window_value *v);
 
 /* ==== One limiter request, shared by the commands and the wait queues ==== */
 
@@ -120,6 +141,8 @@ typedef struct rl_request {
     uint64_t cost;        /* units this request takes (0: a peek) */
     uint64_t lag_ms;      /* AT in the past: the clock minus AT (else 0); the key's expiry is
                            * pushed back by it, so state a lagging caller still needs stays */
+    int adapt_window;     /* RL_WINDOW from a stored policy: a key holding a window of another
+                           * length is carried over (sw_rewidth) instead of refused */
 } rl_request;
 
 typedef struct rl_result {

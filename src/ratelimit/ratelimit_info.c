@@ -49,7 +49,8 @@ static RedisModuleCommandArg args_gcra[] = {
     {0}};
 static RedisModuleCommandArg args_gcra_peek[] = {
     ARG_KEY("key", 0, NULL), ONEOF("limit", args_gcra_limit),
-    OPT_INT("BURST", "capacity", "capacity (default: rate); not with POLICY"), OPT_INT("COST", "n", "default 1"), {0}};
+    OPT_INT("BURST", "capacity", "capacity (default: rate); not with POLICY"), OPT_INT("COST", "n", "default 1"),
+    OPT_INT("AT", "unix-ms", "answer as the write with this AT would"), {0}};
 static RedisModuleCommandArg args_window[] = {
     ARG_KEY("key", 0, NULL),
     ONEOF("limit", args_window_limit),
@@ -58,8 +59,12 @@ static RedisModuleCommandArg args_window[] = {
     OPT_INT("AT", "unix-ms", "use this Unix time in milliseconds instead of the clock"),
     {0}};
 static RedisModuleCommandArg args_window_peek[] = {
-    ARG_KEY("key", 0, NULL), ONEOF("limit", args_window_limit), OPT_INT("COST", "n", "default 1"), {0}};
-static RedisModuleCommandArg args_refund[] = {ARG_KEY("key", 0, NULL), ARG_INT("n", "units to give back"), {0}};
+    ARG_KEY("key", 0, NULL), ONEOF("limit", args_window_limit), OPT_INT("COST", "n", "default 1"),
+    OPT_INT("AT", "unix-ms", "answer as the write with this AT would"), {0}};
+static RedisModuleCommandArg args_refund[] = {
+    ARG_KEY("key", 0, NULL), ARG_INT("n", "units to give back"),
+    OPT_INT("AT", "unix-ms", "the units were taken then: what has come back by itself since is not given again"),
+    {0}};
 static RedisModuleCommandArg args_multi_limit[] = {
     ARG_KEY("key", 0, NULL), ARG_STR("type", "GCRA or WINDOW"), ARG_INT("limit", NULL),
     ARG_INT("period-ms", "milliseconds"), {0}};
@@ -78,12 +83,14 @@ static RedisModuleCommandArg args_gcra_set[] = {
     ARG_INT("limit", NULL), {0}};
 static RedisModuleCommandArg args_window_hit[] = {
     ARG_KEY("key", 0, NULL), ARG_INT("window-ms", "milliseconds"), ARG_INT("limit", NULL),
-    ARG_UNIX_MS("unix-time-milliseconds", NULL), ARG_INT("cost", NULL), ARG_INT("reserved", "0"), {0}};
+    ARG_UNIX_MS("unix-time-milliseconds", NULL), ARG_INT("cost", NULL),
+    ARG_INT("width", "slot width of a window it creates: 0 window/256, 1 at most 1 s"), {0}};
 static RedisModuleCommandArg args_window_set[] = {
     ARG_KEY("key", 0, NULL), ARG_INT("window-ms", "milliseconds"), ARG_INT("limit", NULL),
     ARG_UNIX_MS("last-unix-time-milliseconds", NULL), ARG_INT("nslots", NULL),
     {.name = "slot", .type = REDISMODULE_ARG_TYPE_BLOCK, .key_spec_index = -1,
      .flags = REDISMODULE_CMD_ARG_MULTIPLE | REDISMODULE_CMD_ARG_OPTIONAL, .subargs = mc_bucket_slot_args},
+    OPT_INT("SLOTMS", "slot-width-ms", "the slot width when not window/256 (windows written since encver 2)"),
     {0}};
 
 static RedisModuleCommandArg args_policy_gcra[] = {
@@ -115,7 +122,7 @@ mc_cmdinfo ratelimit_cmdinfo[] = {
      INFO("Exact sliding-window limit: [allowed, remaining, retry_after_ms, reset_after_ms]", "O(1) amortized", -4,
           KS_RW, args_window)},
     {"RL.WINDOW_PEEK", INFO("What RL.WINDOW would answer, changing nothing", "O(W/256)", -4, KS_RO, args_window_peek)},
-    {"RL.REFUND", INFO("Gives units back to a limiter, never below empty", "O(W/256)", 3, KS_RW, args_refund)},
+    {"RL.REFUND", INFO("Gives units back to a limiter, never below empty", "O(S)", -3, KS_RW, args_refund)},
     {"RL.MULTI",
      INFO("Takes a cost from several limits atomically, from all or from none: [allowed, refused_index, "
           "retry_after_ms, remaining]",

@@ -3,8 +3,10 @@
  * naming an exact state or an exact time.
  *
  *   RL.GCRA_SET <key> <tat unix us> <emission us> <limit>
- *   RL.WINDOW_HIT <key> <window ms> <limit> <unix ms> <cost> <0>
- *   RL.WINDOW_SET <key> <window ms> <limit> <last unix ms> <nslots> [<slot> <count>]...
+ *   RL.WINDOW_HIT <key> <window ms> <limit> <unix ms> <cost> <width 0|1>
+ *   RL.WINDOW_SET <key> <window ms> <limit> <last unix ms> <nslots> [<slot> <count>]... [SLOTMS <w>]
+ * (width 0 and no SLOTMS is what releases before the window's encver 2 sent:
+ * slots of window/256; both forms stay accepted.)
  *
  * Each replaces or updates the key exactly and replicates itself verbatim. Clients
  * are refused unless the module was loaded with INTERNAL-COMMANDS yes
@@ -39,24 +41,26 @@ static int GcraSet_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, i
     return RedisModule_ReplyWithSimpleString(ctx, "OK");
 }
 
-/* RL.WINDOW_HIT <key> <window ms> <limit> <unix ms> <cost> <0>
- * Adds <cost> hits at <unix ms> unconditionally (what an allowed RL.WINDOW did). */
+/* RL.WINDOW_HIT <key> <window ms> <limit> <unix ms> <cost> <width 0|1>
+ * Adds <cost> hits at <unix ms> unconditionally (what an allowed RL.WINDOW did);
+ * a window it creates (or starts over, window_hit) has slots of window/256 (0) or
+ * the fine width (1). */
 static int WindowHit_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (!mc_internal_allowed_or_reply(ctx, CMD_WINDOW_HIT_NAME)) return REDISMODULE_OK;
     if (argc != 7) return RedisModule_WrongArity(ctx);
-    uint64_t window, limit, at, cost, zero;
-    lbucket probe;
-    if (mc_parse_u64(argv[2], 1, LB_MAX_WINDOW_MS, &window) || lb_init(&probe, window) != LB_OK)
+    uint64_t window, limit, at, cost, width;
+    if (mc_parse_u64(argv[2], 1, LB_MAX_WINDOW_MS, &window))
         return mc_reply_range(ctx, "window", 1, LB_MAX_WINDOW_MS);
     if (mc_parse_u64(argv[3], 1, UINT32_MAX, &limit)) return mc_reply_range(ctx, "limit", 1, UINT32_MAX);
     if (mc_parse_u64(argv[4], 1, LB_MAX_TIME_MS, &at)) return mc_reply_range(ctx, "time", 1, LB_MAX_TIME_MS);
     if (mc_parse_u64(argv[5], 1, UINT32_MAX, &cost)) return mc_reply_range(ctx, "cost", 1, UINT32_MAX);
-    if (mc_parse_u64(argv[6], 0, 0, &zero)) return RedisModule_ReplyWithError(ctx, "ERR reserved must be 0");
+    if (mc_parse_u64(argv[6], WINDOW_WIDTH_LEGACY, WINDOW_WIDTH_FINE, &width))
+        return RedisModule_ReplyWithError(ctx, "ERR width must be 0 (window/256) or 1 (fine)");
     RedisModuleKey *key;
     if (rl_open(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE, WindowType, &key) != RL_OK)
         return rl_reply_error(ctx, RL_ERR_WRONGTYPE);
     uint64_t count, have_ms;
-    lb_status st = window_hit(key, window, limit, 0, at, (uint32_t)cost, &count, &have_ms);
+    lb_status st = window_hit(key, window, (int)width, limit, 0, at, (uint32_t)cost, &count, &have_ms);
     RedisModule_CloseKey(key);
     if (st == LB_ERR_RANGE) return rl_reply_error(ctx, RL_ERR_WINDOW);
     if (st != LB_OK) return RedisModule_ReplyWithError(ctx, "ERR the window's time slot is full");
@@ -64,7 +68,7 @@ static int WindowHit_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv,
     return RedisModule_ReplyWithLongLong(ctx, (long long)count);
 }
 
-/* RL.WINDOW_SET <key> <window ms> <limit> <last unix ms> <nslots> [<slot> <count>]...
+/* RL.WINDOW_SET <key> <window ms> <limit> <last unix ms> <nslots> [<slot> <count>]... [SLOTMS <w>]
  * Replaces <key> with exactly this window state (AOF rewrite, refunds). */
 static int WindowSet_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (!mc_internal_allowed_or_reply(ctx, CMD_WINDOW_SET)) return REDISMODULE_OK;
@@ -81,7 +85,7 @@ static int WindowSet_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv,
         window_value_free(v);
         return rl_reply_error(ctx, RL_ERR_WRONGTYPE);
     }
-    uint64_t empty_at = lb_empty_at(&v->hits, v->hits.last_ms);
+    uint64_t empty_at = sw_empty_at(&v->hits, v->hits.last_ms);
     RedisModule_ModuleTypeSetValue(key, WindowType, v);
     RedisModule_SetAbsExpire(key, (long long)(empty_at ? empty_at : v->hits.last_ms));
     RedisModule_CloseKey(key);

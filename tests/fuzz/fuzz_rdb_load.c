@@ -78,19 +78,6 @@ static void digest_of(void (*fn)(RedisModuleDigest *, void *), void *v, RedisMod
     fn(md, v);
 }
 
-static void check_bucket(const lbucket *b) {
-    FUZZ_CHECK(b->last_ms <= LB_MAX_TIME_MS);
-    FUZZ_CHECK(lb_mem_usage(b) <= 4096);
-    if (b->total) {
-        FUZZ_CHECK(b->ring != NULL);
-        FUZZ_CHECK(b->tail <= b->head && b->head - b->tail < b->nslots);
-        FUZZ_CHECK(b->head <= b->last_ms / b->slot_ms);
-        uint64_t sum = 0;
-        for (uint64_t s = b->tail; s <= b->head; s++) sum += b->ring[s % b->nslots];
-        FUZZ_CHECK(sum == b->total);
-    }
-}
-
 static void check_gcra_value(const gcra_value *v) {
     const gcra_params *p = &v->params;
     FUZZ_CHECK(p->emission_us >= 1 && p->emission_us <= GCRA_MAX_PERIOD_US);
@@ -101,11 +88,46 @@ static void check_gcra_value(const gcra_value *v) {
     FUZZ_CHECK(v->tat_us <= GCRA_MAX_TIME_US);
 }
 
+/* core/window.h's invariants: ascending slots within one window, none after
+ * the clock, the total their sum, the array within window/w + 2 entries. */
+static void sum_slot(uint64_t slot, uint32_t count, void *priv) {
+    uint64_t *acc = priv; /* [sum, previous slot + 1, first slot + 1, bad] */
+    if (count == 0 || (acc[1] && slot + 1 <= acc[1])) acc[3] = 1;
+    if (!acc[2]) acc[2] = slot + 1;
+    acc[0] += count;
+    acc[1] = slot + 1;
+}
+
 static void check_window_value(const window_value *v) {
+    const swindow *b = &v->hits;
     FUZZ_CHECK(v->limit >= 1 && v->limit <= UINT32_MAX);
-    FUZZ_CHECK(v->hits.window_ms >= LB_MIN_WINDOW_MS && v->hits.window_ms <= LB_MAX_WINDOW_MS);
-    check_bucket(&v->hits);
-    FUZZ_CHECK(WindowMemUsage(v) <= 4096);
+    FUZZ_CHECK(b->window_ms >= LB_MIN_WINDOW_MS && b->window_ms <= LB_MAX_WINDOW_MS);
+    FUZZ_CHECK(b->slot_ms == sw_legacy_width(b->window_ms) || b->slot_ms == sw_fine_width(b->window_ms));
+    FUZZ_CHECK(b->last_ms <= LB_MAX_TIME_MS);
+    FUZZ_CHECK(b->cap <= b->window_ms / b->slot_ms + 2 && b->start + b->len <= b->cap);
+    uint64_t acc[4] = {0, 0, 0, 0};
+    sw_foreach_slot(b, sum_slot, acc);
+    FUZZ_CHECK(!acc[3] && acc[0] == b->total);
+    if (b->len) {
+        FUZZ_CHECK(acc[1] - 1 <= b->last_ms / b->slot_ms);
+        FUZZ_CHECK(acc[1] - acc[2] <= b->window_ms / b->slot_ms + 1);
+    }
+    FUZZ_CHECK(WindowMemUsage(v) <= 96 + 8 * (b->window_ms / b->slot_ms + 2));
+}
+
+/* The loaded window keeps counting: a hit at and after its clock. */
+static void exercise_window(swindow *b) {
+    uint64_t count = 0, t0 = b->last_ms;
+    uint64_t before = sw_count(b, t0);
+    sw_status st = sw_add(b, t0, 1, &count);
+    FUZZ_CHECK(st == SW_OK || st == SW_ERR_FULL);
+    if (st == SW_OK) FUZZ_CHECK(count == before + 1);
+    if (t0 + b->window_ms / 2 + 1 <= LB_MAX_TIME_MS) {
+        st = sw_add(b, t0 + b->window_ms / 2 + 1, 1, &count);
+        FUZZ_CHECK(st == SW_OK || st == SW_ERR_FULL);
+    }
+    uint64_t later = t0 + 2 * b->window_ms + b->slot_ms + 2;
+    if (later <= LB_MAX_TIME_MS) FUZZ_CHECK(sw_count(b, later) == 0);
 }
 
 static void check_lock_value(const lockv *l) {
@@ -150,21 +172,6 @@ static int gcra_set_accepts(RedisModuleString **argv, size_t argc, gcra_value *o
     if (mc_parse_u64(argv[3], 1, (1ULL << 40), &limit) || gcra_params_init(&out->params, limit, 1, t) != 0) return 0;
     out->tat_us = tat;
     return 1;
-}
-
-/* The loaded counter keeps working: a hit at and after its clock. */
-static void exercise_bucket(lbucket *b) {
-    uint64_t count = 0, t0 = b->last_ms;
-    uint64_t before = lb_count(b, t0);
-    lb_status st = lb_add(b, t0, 1, &count);
-    FUZZ_CHECK(st == LB_OK || st == LB_ERR_FULL);
-    if (st == LB_OK) FUZZ_CHECK(count == before + 1);
-    if (t0 + b->window_ms / 2 + 1 <= LB_MAX_TIME_MS) {
-        st = lb_add(b, t0 + b->window_ms / 2 + 1, 1, &count);
-        FUZZ_CHECK(st == LB_OK || st == LB_ERR_FULL);
-    }
-    uint64_t later = t0 + 2 * b->window_ms + b->slot_ms + 2;
-    if (later <= LB_MAX_TIME_MS) FUZZ_CHECK(lb_count(b, later) == 0);
 }
 
 static void check_captcha_value(const captcha *c) {
@@ -310,7 +317,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     FUZZ_CHECK(which != 1 || encver == CHALLENGE_ENCVER_BINARY || encver == CHALLENGE_ENCVER_LEGACY_JSON);
     FUZZ_CHECK(which != 2 || encver == LEGACY_ENCVER);
     FUZZ_CHECK(which != T_GCRA || encver == GCRA_ENCVER_1);
-    FUZZ_CHECK(which != T_WINDOW || encver == WINDOW_ENCVER_1);
+    FUZZ_CHECK(which != T_WINDOW || encver == WINDOW_ENCVER_1 || encver == WINDOW_ENCVER_2_SLOT_WIDTH);
     FUZZ_CHECK(which != T_LOCK || encver == LOCK_ENCVER_1 || encver == LOCK_ENCVER_2 || encver == LOCK_ENCVER_3 ||
                encver == LOCK_ENCVER_4);
     if (which == T_LOCK) {
@@ -459,7 +466,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     /* The loaded window keeps counting; its copy is untouched. */
     if (which == T_WINDOW) {
         window_value *w = v;
-        exercise_bucket(&w->hits);
+        exercise_window(&w->hits);
         check_window_value(w);
         digest_of(t->digest, v3, &d2);
         FUZZ_CHECK(dig_equal(&d1, &d2));

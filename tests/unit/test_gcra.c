@@ -129,6 +129,59 @@ static void test_window_fits_at(void **state) {
     lb_free(&b);
 }
 
+/* A retry exactly when told fits; one microsecond early does not; one interval
+ * late fits with one more unit of room. */
+static void test_retry_edges(void **state) {
+    (void)state;
+    gcra_params p;
+    const uint64_t T = 1700000000000000ULL;
+    assert_int_equal(gcra_params_init(&p, 3, 1, 1000000), 0); /* 1 per s, 3 at once */
+    gcra_result r;
+    assert_int_equal(gcra_apply(&p, 0, T, 3, &r), 0); /* exactly the burst: admitted */
+    assert_int_equal(r.limited, 0);
+    assert_int_equal(r.remaining, 0);
+    uint64_t tat = r.tat_us;
+    assert_int_equal(gcra_apply(&p, tat, T, 1, &r), 0);
+    assert_int_equal(r.limited, 1);
+    int64_t retry = r.retry_after_us;
+    assert_int_equal(retry, 1000000);
+    assert_int_equal(gcra_apply(&p, tat, T + (uint64_t)retry - 1, 1, &r), 0);
+    assert_int_equal(r.limited, 1);
+    assert_int_equal(r.retry_after_us, 1);
+    assert_int_equal(gcra_apply(&p, tat, T + (uint64_t)retry, 1, &r), 0); /* exactly enough freed */
+    assert_int_equal(r.limited, 0);
+    assert_int_equal(r.remaining, 0);
+    assert_int_equal(gcra_apply(&p, tat, T + (uint64_t)retry + 1000000, 1, &r), 0); /* one interval late */
+    assert_int_equal(r.limited, 0);
+    assert_int_equal(r.remaining, 1);
+    /* one more than the burst never fits: retry -1 */
+    assert_int_equal(gcra_apply(&p, 0, T, 4, &r), 0);
+    assert_int_equal(r.limited, 1);
+    assert_int_equal(r.retry_after_us, -1);
+    /* exactly the burst again once full */
+    assert_int_equal(gcra_apply(&p, tat, tat, 3, &r), 0);
+    assert_int_equal(r.limited, 0);
+}
+
+/* gcra_refund_at: what came back by itself since AT is not given again. */
+static void test_refund_at(void **state) {
+    (void)state;
+    gcra_params p;
+    const uint64_t N = 1700000000000000ULL;
+    assert_int_equal(gcra_params_init(&p, 10, 1, 1000000), 0); /* T = 1 s */
+    uint64_t tat = N + 8000000;                                 /* 8 units in use */
+    assert_int_equal(gcra_refund_at(&p, tat, N, 3, 0), tat - 3000000);
+    assert_int_equal(gcra_refund_at(&p, tat, N, 3, N), tat - 3000000);
+    assert_int_equal(gcra_refund_at(&p, tat, N, 3, N + 5000000), tat - 3000000); /* AT ahead: as now */
+    assert_int_equal(gcra_refund_at(&p, tat, N, 3, N - 1000000), tat - 2000000); /* 1 came back */
+    assert_int_equal(gcra_refund_at(&p, tat, N, 3, N - 2500000), tat - 500000);
+    assert_int_equal(gcra_refund_at(&p, tat, N, 3, N - 3000000), tat);           /* all came back: no-op */
+    assert_int_equal(gcra_refund_at(&p, tat, N, 3, N - 9000000), tat);
+    assert_int_equal(gcra_refund_at(&p, tat, N, 20, N - 1000000), N);            /* never below now */
+    assert_int_equal(gcra_refund_at(&p, N - 5, N, 3, 0), N - 5);                 /* already full */
+    assert_int_equal(gcra_refund_at(&p, tat, N, UINT64_MAX, N - 1), N);          /* n * T overflows */
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_params),
@@ -136,6 +189,8 @@ int main(void) {
         cmocka_unit_test(test_quantity_edges),
         cmocka_unit_test(test_backwards_clock_and_refund),
         cmocka_unit_test(test_window_fits_at),
+        cmocka_unit_test(test_retry_edges),
+        cmocka_unit_test(test_refund_at),
     };
     return cmocka_run_group_tests_name("gcra", tests, NULL, NULL);
 }

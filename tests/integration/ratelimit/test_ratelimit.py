@@ -431,9 +431,9 @@ def test_gcra_peek_changes_nothing(server, r):
     peek, real = p.execute()
     assert peek[0] == 0
     assert_same_answer(peek, real, what="refused")
-    # WAIT and AT are not options of the peek
+    # WAIT is not an option of the peek (AT is: test_at_peek_refund.py)
     assert wire_error(server, "RL.GCRA_PEEK", "k", 4, 1000, "WAIT", 10).startswith("ERR")
-    assert wire_error(server, "RL.GCRA_PEEK", "k", 4, 1000, "AT", now_ms()).startswith("ERR")
+    assert wire_error(server, "RL.GCRA_PEEK", "k", 4, 1000, "AT", 0).startswith("ERR")
 
 
 def test_peeks_run_on_a_replica(primary_replica):
@@ -657,10 +657,16 @@ def test_window_memory_usage(r):
     for name, v in figures.items():
         print("MEMORY USAGE %s: %d bytes" % (name, v))
     assert figures["gcra key"] <= 128
-    for name, v in figures.items():
-        assert v <= 4096, "%s: MEMORY USAGE %d > 4096" % (name, v)
-    # the ring is bounded: heavy traffic costs no more than a single hit
-    assert figures["window 1000 ms, 10000 hits"] <= figures["window 1000 ms, 1 hit"] + 64
+    assert figures["window 1000 ms, 1 hit"] <= 160
+    # core/window.h: 8 bytes per slot that holds hits, the array at most the
+    # window's slots (window / w + 2, w = min(window/256, 1 s)), whatever the traffic
+    for name, window, n, _ in cases:
+        w = max(1, window // 256)
+        w = w if w <= 1000 else 1000
+        bound = 160 + 8 * (window // w + 2)
+        assert figures[name] <= bound, "%s: MEMORY USAGE %d > %d" % (name, figures[name], bound)
+    assert figures["window 1000 ms, 10000 hits"] <= 4096
+    assert figures["window 1 h, 20000 hits"] <= 32 * 1024
 
 
 # ===================================================================== RL.REFUND
@@ -1115,7 +1121,7 @@ BAD_INPUT = [
     ("RL.GCRA", ["s", 5, 1000]), ("RL.GCRA", ["w", 5, 1000]),
     # RL.GCRA_PEEK
     ("RL.GCRA_PEEK", ["k"]), ("RL.GCRA_PEEK", ["k", 0, 1000]), ("RL.GCRA_PEEK", ["k", 5, 0]),
-    ("RL.GCRA_PEEK", ["k", 5, 1000, "WAIT", 10]), ("RL.GCRA_PEEK", ["k", 5, 1000, "AT", NOW]),
+    ("RL.GCRA_PEEK", ["k", 5, 1000, "WAIT", 10]), ("RL.GCRA_PEEK", ["k", 5, 1000, "AT", 0]),
     ("RL.GCRA_PEEK", ["k", 5, 1000, "COST"]), ("RL.GCRA_PEEK", ["s", 5, 1000]),
     ("RL.GCRA_PEEK", ["w", 5, 1000]),
     # RL.WINDOW
@@ -1129,13 +1135,14 @@ BAD_INPUT = [
     ("RL.WINDOW", ["s", 5, 1000]), ("RL.WINDOW", ["g", 5, 1000]), ("RL.WINDOW", ["w", 5, 1001]),
     # RL.WINDOW_PEEK
     ("RL.WINDOW_PEEK", ["k", 5]), ("RL.WINDOW_PEEK", ["k", 0, 1000]),
-    ("RL.WINDOW_PEEK", ["k", 5, 1000, "WAIT", 5]), ("RL.WINDOW_PEEK", ["k", 5, 1000, "AT", NOW]),
+    ("RL.WINDOW_PEEK", ["k", 5, 1000, "WAIT", 5]), ("RL.WINDOW_PEEK", ["k", 5, 1000, "AT", 2 ** 48 + 1]),
     ("RL.WINDOW_PEEK", ["k", 5, 1000, "BURST", 5]), ("RL.WINDOW_PEEK", ["s", 5, 1000]),
     ("RL.WINDOW_PEEK", ["g", 5, 1000]), ("RL.WINDOW_PEEK", ["w", 5, 999]),
     # RL.REFUND
     ("RL.REFUND", []), ("RL.REFUND", ["k"]), ("RL.REFUND", ["k", 1, 1]), ("RL.REFUND", ["g", 0]),
     ("RL.REFUND", ["g", -1]), ("RL.REFUND", ["g", 2 ** 32 + 1]), ("RL.REFUND", ["w", "x"]),
-    ("RL.REFUND", ["w", BIG]), ("RL.REFUND", ["s", 1]),
+    ("RL.REFUND", ["w", BIG]), ("RL.REFUND", ["s", 1]), ("RL.REFUND", ["g", 1, "AT"]),
+    ("RL.REFUND", ["g", 1, "AT", 0]), ("RL.REFUND", ["g", 1, "WHEN", NOW]), ("RL.REFUND", ["g", 1, "AT", NOW, "AT"]),
     # RL.MULTI
     ("RL.MULTI", []), ("RL.MULTI", [1, 1, "k", "GCRA", 5]),
     ("RL.MULTI", [-1, 1, "k", "GCRA", 5, 1000]), ("RL.MULTI", [2 ** 32, 1, "k", "GCRA", 5, 1000]),
@@ -1162,13 +1169,13 @@ BAD_INPUT = [
     ("RL.GCRA_SET", ["k", NOW * 1000, 2 ** 50, 2 ** 40]),
     ("RL.GCRA_SET", ["k", "x", 1000, 5]), ("RL.GCRA_SET", ["s", NOW * 1000, 1000, 5]),
     ("RL.GCRA_SET", ["w", NOW * 1000, 1000, 5]),
-    # RL.WINDOW_HIT key window-ms limit unix-ms cost 0
+    # RL.WINDOW_HIT key window-ms limit unix-ms cost width(0|1)
     ("RL.WINDOW_HIT", ["k", 1000, 5, NOW, 1]), ("RL.WINDOW_HIT", ["k", 1000, 5, NOW, 1, 0, 0]),
     ("RL.WINDOW_HIT", ["k", 0, 5, NOW, 1, 0]), ("RL.WINDOW_HIT", ["k", 2 ** 42 + 1, 5, NOW, 1, 0]),
     ("RL.WINDOW_HIT", ["k", 1000, 0, NOW, 1, 0]), ("RL.WINDOW_HIT", ["k", 1000, 2 ** 32, NOW, 1, 0]),
     ("RL.WINDOW_HIT", ["k", 1000, 5, 0, 1, 0]), ("RL.WINDOW_HIT", ["k", 1000, 5, 2 ** 48 + 1, 1, 0]),
     ("RL.WINDOW_HIT", ["k", 1000, 5, NOW, 0, 0]), ("RL.WINDOW_HIT", ["k", 1000, 5, NOW, 2 ** 32, 0]),
-    ("RL.WINDOW_HIT", ["k", 1000, 5, NOW, 1, 1]), ("RL.WINDOW_HIT", ["k", 1000, 5, NOW, 1, "x"]),
+    ("RL.WINDOW_HIT", ["k", 1000, 5, NOW, 1, 2]), ("RL.WINDOW_HIT", ["k", 1000, 5, NOW, 1, "x"]),
     ("RL.WINDOW_HIT", ["s", 1000, 5, NOW, 1, 0]), ("RL.WINDOW_HIT", ["g", 1000, 5, NOW, 1, 0]),
     ("RL.WINDOW_HIT", ["w", 2000, 5, NOW, 1, 0]),
     # RL.WINDOW_SET key window-ms limit last-unix-ms nslots [slot count]...

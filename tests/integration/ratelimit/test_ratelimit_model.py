@@ -119,11 +119,13 @@ def gcra_apply(p, tat_us, now, q):
 
 
 def slot_ms(window):
-    return max(1, window // 256)
+    """core/window.h sw_fine_width: window/256, at most 1 s (windows up to ~18 h)."""
+    w = max(1, window // 256)
+    return w if w <= 1000 else max(1000, -(-window // 131072))
 
 
 def slot_end(s, window):
-    """When the hits of slot s stop counting (bucket.h)."""
+    """When the hits of slot s stop counting (window.h)."""
     return (s + 1) * slot_ms(window) + window
 
 
@@ -139,15 +141,34 @@ def m_gcra(w, k, p, cost, now_us, apply):
     return [1 - limited, rem, -1 if retry < 0 else ceil_ms(retry), ceil_ms(ttl)], w
 
 
-def m_window(w, k, limit, window, cost, now_ms, apply):
-    """RL.WINDOW / RL.WINDOW_PEEK (and one RL.MULTI WINDOW limit): limiter.c eval_window."""
+def m_rewidth(window0, last, slots, window, now_ms):
+    """core/window.c sw_rewidth: the hits still counting at now carried into a
+    window of another length, each at the latest time it can have been taken."""
+    eff = max(last, now_ms)
+    w0, w1, out = slot_ms(window0), slot_ms(window), {}
+    for s, c in slots:
+        if (s + 1) * w0 + window0 <= eff:
+            continue
+        f = min((s + 1) * w0 - 1, last) // w1
+        if (f + 1) * w1 + window <= eff:
+            continue
+        out[f] = min(out.get(f, 0) + c, 2 ** 32 - 1)
+    return tuple(sorted(out.items()))
+
+
+def m_window(w, k, limit, window, cost, now_ms, apply, adapt=False):
+    """RL.WINDOW / RL.WINDOW_PEEK (and one RL.MULTI WINDOW limit): limiter.c
+    eval_window. adapt: the call names a policy, whose window may have changed
+    (README: the hits still counting are carried into the new window)."""
     st_ = w.get(k)
     if st_ is None:
         last, slots = 0, ()
     elif st_[0] != "win":
         return WRONGTYPE, w
     elif st_[1] != window:
-        return ERR_WINDOW, w
+        if not adapt:
+            return ERR_WINDOW, w
+        last, slots = st_[3], m_rewidth(st_[1], st_[3], st_[4], window, now_ms)
     else:
         last, slots = st_[3], st_[4]
     eff = max(last, now_ms)
@@ -502,7 +523,7 @@ class RateLimitModel(RuleBasedStateMachine):
             elif window:
                 _, limit, win = self.policies[name]
                 self.expect(args, self.conns[0].call(*args),
-                            lambda w: m_window(w, (0, key), limit, win, cost, at, True))
+                            lambda w: m_window(w, (0, key), limit, win, cost, at, True, adapt=True))
             else:
                 p = rl_gcra_params(*self.policies[name][1:])
                 self.expect(args, self.conns[0].call(*args), lambda w: m_gcra(w, (0, key), p, cost, at * 1000, True))

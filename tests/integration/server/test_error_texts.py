@@ -30,9 +30,9 @@ def needs(opt, value):
 LOCK_ACQUIRE = ("PERMITS n, TAKE k, READ, WRITE, REENTRANT, SESSION, LOCKDELAY delay-ms, WAIT timeout-ms, "
                 "ACKS numreplicas timeout-ms")
 GCRA = "BURST capacity, COST n, WAIT timeout-ms, AT unix-ms"
-GCRA_PEEK = "BURST capacity, COST n"
+GCRA_PEEK = "BURST capacity, COST n, AT unix-ms"
 WINDOW = "COST n, WAIT timeout-ms, AT unix-ms"
-WINDOW_PEEK = "COST n"
+WINDOW_PEEK = "COST n, AT unix-ms"
 
 # command -> (the arguments before its options, the valid options as the error lists them)
 OPTION_COMMANDS = {
@@ -42,6 +42,7 @@ OPTION_COMMANDS = {
     "RL.GCRA_PEEK": (["ek", 10, 1000], GCRA_PEEK),
     "RL.WINDOW": (["ek", 10, 1000], WINDOW),
     "RL.WINDOW_PEEK": (["ek", 10, 1000], WINDOW_PEEK),
+    "RL.REFUND": (["ek", 1], "AT unix-ms"),
     CHALLENGE_SET: ([chkey("s", "c"), 5, 30], "PXAT unix-time-milliseconds"),
     "LOCK.INSPECT": (["ek"], "FULL"),
     "LOCK.ACQUIRE_ALL": ([2, "{ek}a", "{ek}b", "owner", 10000], "WRITE, SESSION, LOCKDELAY delay-ms, WAIT timeout-ms"),
@@ -70,7 +71,12 @@ CASES = [
     ("RL.GCRA", ["FOO", 1], unknown("RL.GCRA", "FOO", GCRA)),
     ("RL.GCRA", ["COST", 1, "FOO"], unknown("RL.GCRA", "FOO", GCRA)),
     ("RL.GCRA_PEEK", ["WAIT", 5], unknown("RL.GCRA_PEEK", "WAIT", GCRA_PEEK)),
-    ("RL.GCRA_PEEK", ["AT", 5], unknown("RL.GCRA_PEEK", "AT", GCRA_PEEK)),
+    ("RL.GCRA_PEEK", ["COST", 1, "FOO"], unknown("RL.GCRA_PEEK", "FOO", GCRA_PEEK)),
+    ("RL.REFUND", ["FOO", 5], unknown("RL.REFUND", "FOO", "AT unix-ms")),
+    ("RL.REFUND", ["AT", 5, "WAIT", 1], unknown("RL.REFUND", "WAIT", "AT unix-ms")),
+    ("RL.REFUND", ["AT"], needs("AT", "unix-ms")),
+    ("RL.GCRA_PEEK", ["AT"], needs("AT", "unix-ms")),
+    ("RL.WINDOW_PEEK", ["COST", 1, "AT"], needs("AT", "unix-ms")),
     ("RL.WINDOW", ["BURST", 2], unknown("RL.WINDOW", "BURST", WINDOW)),
     ("RL.WINDOW", ["FOO", 1], unknown("RL.WINDOW", "FOO", WINDOW)),
     ("RL.WINDOW_PEEK", ["BURST", 2], unknown("RL.WINDOW_PEEK", "BURST", WINDOW_PEEK)),
@@ -155,10 +161,11 @@ def test_every_command_with_options_is_covered_and_lists_its_docs(r):
     """Every command with optional tokens in COMMAND DOCS is in the table above, and
     the options its error lists are those of its syntax line, in order. LOCK.STATE's
     trailing EPHEMERAL is a state flag, not an option: its error restates the syntax
-    (test_lock_state_syntax_error)."""
+    (test_lock_state_syntax_error); so is RL.WINDOW_SET's trailing SLOTMS (a window
+    state's slot width, tests/integration/ratelimit/test_window_golden.py)."""
     names = [n.decode() for n in _raw(r, "COMMAND", "LIST", "FILTERBY", "MODULE", "mcaptcha_cache")]
     with_options = {n.upper() for n in names if _options_in_docs(r, n)}
-    assert with_options == set(OPTION_COMMANDS) | {"LOCK.STATE"}
+    assert with_options == set(OPTION_COMMANDS) | {"LOCK.STATE", "RL.WINDOW_SET"}
     for name, (_, valid) in OPTION_COMMANDS.items():
         assert ", ".join(_options_in_docs(r, name)) == valid, name
     covered = {c[0] for c in CASES}
@@ -174,8 +181,9 @@ def test_lock_state_syntax_error(server):
     assert raw_command(server, "LOCK.STATE", "ls", 1, 5, 0, "EPHEMERAL") == b"+OK\r\n"
 
 
-def test_window_hit_reserved_argument(server):
-    assert raw_command(server, "RL.WINDOW_HIT", "wh", 1000, 5, 1700000000000, 1, 1) == err("ERR reserved must be 0")
+def test_window_hit_width_argument(server):
+    assert raw_command(server, "RL.WINDOW_HIT", "wh", 1000, 5, 1700000000000, 1, 2) == \
+        err("ERR width must be 0 (window/256) or 1 (fine)")
 
 
 # ---------------------------------------------------------------- duration texts
