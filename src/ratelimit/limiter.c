@@ -12,7 +12,16 @@
  * which only finds less room (its TAT lies ahead of every admitted request).
  * The expiry, counted in the request's time, is pushed back by how far AT lags
  * the clock (rl_request.lag_ms), so a caller that keeps sending lagging times
- * keeps its state; that expiry is replicated as PEXPIREAT. */
+ * keeps its state; that expiry is replicated as PEXPIREAT.
+ *
+ * A stored WINDOW policy whose window changed (rl_request.adapt_window): the
+ * key's hits still counting are carried into the new length (sw_rewidth: each
+ * at the latest time it can have been taken, so none counts less than the new
+ * window from when it was really taken), the request is evaluated on them, and
+ * the first RL.WINDOW under the new length stores the carried state, admitted or
+ * refused, replicated whole (RL.WINDOW_SET; DEL when nothing is carried). Peeks
+ * answer on the carried view and write nothing. Explicit numbers of another
+ * length are still refused (RL_ERR_WINDOW). */
 #include <string.h>
 
 #include "core/decimal.h"
@@ -174,8 +183,32 @@ static int eval_window(RedisModuleCtx *ctx, RedisModuleString *keyname, const rl
             expire_with_lag(ctx, key, keyname, (long long)sw_empty_at(hits, now), r->lag_ms);
         }
     }
+    if (carried && apply && !taken) {
+        /* The key moves to the new length at its first use under it, admitted or
+         * not, so that hits still counting then are not dropped later under the
+         * old length (a refused call writes only this conversion). */
+        if (sw_slots(&tmp) == 0) {
+            RedisModule_DeleteKey(key);
+            RedisModule_Replicate(ctx, "DEL", "s", keyname);
+            sw_free(&tmp);
+            hits = NULL;
+        } else {
+            sw_free(&v->hits);
+            v->hits = tmp;
+            v->limit = r->limit;
+            hits = &v->hits;
+            rl_replicate_window_state(ctx, keyname, v);
+            expire_with_lag(ctx, key, keyname, (long long)sw_empty_at(hits, now), r->lag_ms);
+        }
+        taken = -1; /* tmp is no longer ours */
+    }
+    swindow none;
+    if (hits == NULL) {
+        sw_init(&none, r->window_ms, sw_fine_width(r->window_ms));
+        hits = &none;
+    }
     uint64_t empty_at = sw_empty_at(hits, now);
-    if (out->allowed && !taken && r->cost > 0) {
+    if (out->allowed && taken != 1 && r->cost > 0) {
         /* A peek or a dry run: answer as if the hits were taken now. */
         count += r->cost;
         uint64_t would = sw_hit_expiry(hits, eff);
@@ -184,7 +217,7 @@ static int eval_window(RedisModuleCtx *ctx, RedisModuleString *keyname, const rl
     out->remaining = count < r->limit ? r->limit - count : 0;
     out->retry_after_ms = out->allowed || fits == UINT64_MAX ? -1 : (int64_t)(fits - eff);
     out->reset_after_ms = empty_at > eff ? empty_at - eff : 0;
-    if (!taken && hits == &tmp) sw_free(&tmp);
+    if (taken == 0 && hits == &tmp) sw_free(&tmp);
     RedisModule_CloseKey(key);
     return RL_OK;
 }

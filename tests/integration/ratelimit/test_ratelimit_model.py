@@ -169,6 +169,12 @@ def m_window(w, k, limit, window, cost, now_ms, apply, adapt=False):
         if not adapt:
             return ERR_WINDOW, w
         last, slots = st_[3], m_rewidth(st_[1], st_[3], st_[4], window, now_ms)
+        if apply:   # the key takes the new length at its first use under it, admitted or not
+            w = dict(w)
+            if slots:
+                w[k] = ("win", window, limit, last, slots)
+            else:
+                del w[k]
     else:
         last, slots = st_[3], st_[4]
     eff = max(last, now_ms)
