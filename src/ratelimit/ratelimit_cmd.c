@@ -97,9 +97,43 @@ static int parse_options_or_reply(RedisModuleCtx *ctx, RedisModuleString **argv,
 
 /* ==== CL.THROTTLE ==== */
 
+/* redis-cell (brandur/redis-cell) keeps a limiter as a plain string key, the
+ * user's key itself, holding its TAT as a decimal integer of nanoseconds since
+ * the Unix epoch (what its store writes with SET/SETEX). When the open string
+ * key is exactly that -- 1 to 19 digits, no sign, no leading zero, a positive
+ * value whose microseconds (rounded up) fit GCRA_MAX_TIME_US -- set *tat_us and
+ * return 0; else -1 (the caller answers WRONGTYPE). Read with GET (the
+ * module API names this uses exist on Valkey too). */
+static int redis_cell_tat(RedisModuleCtx *ctx, RedisModuleString *keyname, uint64_t *tat_us) {
+    RedisModuleKey *key = RedisModule_OpenKey(ctx, keyname, REDISMODULE_READ);
+    int is_string = RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_STRING;
+    RedisModule_CloseKey(key);
+    if (!is_string) return -1;
+    RedisModuleCallReply *rep = RedisModule_Call(ctx, "GET", "s", keyname);
+    if (rep == NULL) return -1;
+    size_t len;
+    const char *p = RedisModule_CallReplyStringPtr(rep, &len);
+    int ok = p != NULL && len >= 1 && len <= 19 && p[0] != '0';
+    uint64_t ns = 0;
+    for (size_t i = 0; ok && i < len; i++) {
+        if (p[i] < '0' || p[i] > '9') ok = 0;
+        else ns = ns * 10 + (uint64_t)(p[i] - '0');
+    }
+    RedisModule_FreeCallReply(rep);
+    if (!ok || ns > (uint64_t)INT64_MAX) return -1; /* redis-cell's i64 */
+    uint64_t us = ns / 1000 + (ns % 1000 != 0);
+    if (us == 0 || us > GCRA_MAX_TIME_US) return -1;
+    *tat_us = us;
+    return 0;
+}
+
 /* CL.THROTTLE <key> <max_burst> <count per period> <period s> [<quantity>]
  * Reply: [limited 0|1, limit, remaining, retry_after_s (-1 if allowed), reset_after_s],
- * seconds rounded up. Quantity 0 peeks without writing. */
+ * seconds rounded up. Quantity 0 peeks without writing. A key redis-cell left
+ * (a string holding its TAT, redis_cell_tat) is adopted on first use: the call
+ * runs on that TAT and the key becomes our GCRA state (replicated as
+ * RL.GCRA_SET; DEL when its TAT has passed), even when refused or a peek; any
+ * other string is WRONGTYPE. */
 static int ClThrottle_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc != 5 && argc != 6) return RedisModule_WrongArity(ctx);
     uint64_t burst, count, period, quantity = 1;
@@ -113,10 +147,21 @@ static int ClThrottle_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv
         return RedisModule_ReplyWithError(ctx, "ERR max_burst * period / count is too large");
     uint64_t now_us = mc_now_us();
     RedisModuleKey *key;
-    int rc = rl_open(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE, GcraType, &key);
-    if (rc != RL_OK) return rl_reply_error(ctx, rc);
     uint64_t tat = 0;
-    if (RedisModule_KeyType(key) != REDISMODULE_KEYTYPE_EMPTY) tat = ((gcra_value *)RedisModule_ModuleTypeGetValue(key))->tat_us;
+    int adopted = 0; /* a redis-cell key: a string holding its TAT */
+    int rc = rl_open(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE, GcraType, &key);
+    if (rc == RL_ERR_WRONGTYPE) {
+        if (redis_cell_tat(ctx, argv[1], &tat) != 0) return rl_reply_error(ctx, rc);
+        key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE);
+        /* The string goes first, on replicas too (RL.GCRA_SET refuses a key of another type). */
+        RedisModule_DeleteKey(key);
+        RedisModule_Replicate(ctx, "DEL", "s", argv[1]);
+        adopted = 1;
+    } else if (rc != RL_OK) {
+        return rl_reply_error(ctx, rc);
+    } else if (RedisModule_KeyType(key) != REDISMODULE_KEYTYPE_EMPTY) {
+        tat = ((gcra_value *)RedisModule_ModuleTypeGetValue(key))->tat_us;
+    }
     gcra_result g;
     if (gcra_apply(&r.gcra, tat, now_us, quantity, &g) != 0) {
         RedisModule_CloseKey(key);
@@ -130,7 +175,11 @@ static int ClThrottle_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv
         g.retry_after_us = retry > 0 ? retry : 1;
         g.limited = 1;
     }
-    if (!g.limited && quantity > 0) rl_store_gcra(ctx, key, argv[1], g.tat_us, &r.gcra, 0);
+    if (!g.limited && quantity > 0) {
+        rl_store_gcra(ctx, key, argv[1], g.tat_us, &r.gcra, 0);
+    } else if (adopted && tat > now_us) {
+        rl_store_gcra(ctx, key, argv[1], tat, &r.gcra, 0); /* the same TAT, now our type */
+    } /* else adopted with a TAT passed: the limiter is full, as with no key (deleted above) */
     RedisModule_CloseKey(key);
     rl_stat(RL_STAT_THROTTLE, !g.limited);
     RedisModule_ReplyWithArray(ctx, 5);
