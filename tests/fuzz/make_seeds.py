@@ -124,6 +124,16 @@ put("rdb_load", "window_v1", b0(4, 1) + b"\x00" + varint(30000) + varint(100) + 
 put("rdb_load", "window_v1_empty", b0(4, 1) + b"\x00" + varint(1) + varint(4294967295) + varint(0) + varint(0))
 put("rdb_load", "window_v1_limit_zero", b0(4, 1) + b"\x00" + varint(1000) + varint(0) + varint(0) + varint(0))
 put("rdb_load", "window_unknown_encver", b0(4, 3) + b"\x00" + varint(1000) + varint(1) + varint(0) + varint(0))
+# window encver 2: window_ms, limit, slot_ms, then last_ms, n, slot/count pairs (core/window.h)
+h_last = last // 1000
+put("rdb_load", "window_v2_hour", b0(4, 2) + b"\x00" + varint(3600000) + varint(100) + varint(1000) + varint(last)
+    + varint(3) + varint(h_last - 3599) + varint(2) + varint(h_last - 5) + varint(1) + varint(h_last) + varint(9))
+put("rdb_load", "window_v2_legacy_width", b0(4, 2) + b"\x00" + varint(30000) + varint(5) + varint(117) + varint(last)
+    + varint(1) + varint(s_last) + varint(1))
+put("rdb_load", "window_v2_bad_width", b0(4, 2) + b"\x00" + varint(3600000) + varint(5) + varint(999) + varint(last)
+    + varint(0))
+put("rdb_load", "window_v2_span_too_wide", b0(4, 2) + b"\x00" + varint(3600000) + varint(5) + varint(1000)
+    + varint(last) + varint(2) + varint(h_last - 3602) + varint(1) + varint(h_last) + varint(1))
 # lock (5): permits, last_token, nholders, (owner, expires_ms, count, token)..., [flags]
 hold = lambda o, e, c, t: sbuf(o) + varint(e) + varint(c) + varint(t)
 put("rdb_load", "lock_v1", b0(5, 1, key=True) + b"\x03" + varint(1) + varint(42) + varint(1)
