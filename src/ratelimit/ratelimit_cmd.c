@@ -385,7 +385,7 @@ static int parse_window_or_reply(RedisModuleCtx *ctx, RedisModuleString **argv, 
 /* RL.WINDOW <key> <limit> <window ms> [COST <n>] [WAIT <timeout ms>] [AT <unix ms>]
  * RL.WINDOW <key> POLICY <name> [COST <n>] [WAIT <timeout ms>] [AT <unix ms>]
  * Sliding window: at most <limit> units within any <window ms>; each counts for
- * the window, at most window/256 longer. Reply: [allowed, remaining,
+ * the window, at most one slot (min(window/256, 1 s)) longer. Reply: [allowed, remaining,
  * retry_after_ms, reset_after_ms]. */
 static int Window_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc < 4) return RedisModule_WrongArity(ctx);

@@ -5,7 +5,7 @@
  *              32 bytes; the key expires at the TAT, when the limiter is full again.
  *   mcap-wndw  a sliding-window limiter on the sparse window counter (core/window.h):
  *              every hit counts for the window and at most one slot longer (a slot
- *              is at most 1 s for windows up to ~18 h; window/256 for a key written
+ *              is at most 1 s for windows up to ~36 h; window/256 for a key written
  *              by a release before encver 2, until it empties, and for
  *              MCAPTCHA_CACHE.COUNT counters); memory grows with the slots that
  *              hold hits (core/window.h); the key expires when the last hit has left.

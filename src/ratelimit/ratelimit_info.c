@@ -121,8 +121,8 @@ mc_cmdinfo ratelimit_cmdinfo[] = {
     {"RL.WINDOW",
      INFO("Exact sliding-window limit: [allowed, remaining, retry_after_ms, reset_after_ms]", "O(1) amortized", -4,
           KS_RW, args_window)},
-    {"RL.WINDOW_PEEK", INFO("What RL.WINDOW would answer, changing nothing", "O(W/256)", -4, KS_RO, args_window_peek)},
-    {"RL.REFUND", INFO("Gives units back to a limiter, never below empty", "O(S)", -3, KS_RW, args_refund)},
+    {"RL.WINDOW_PEEK", INFO("What RL.WINDOW would answer, changing nothing", "O(S), S the window's slots holding hits", -4, KS_RO, args_window_peek)},
+    {"RL.REFUND", INFO("Gives units back to a limiter, never below empty", "O(S), S the window's slots holding hits", -3, KS_RW, args_refund)},
     {"RL.MULTI",
      INFO("Takes a cost from several limits atomically, from all or from none: [allowed, refused_index, "
           "retry_after_ms, remaining]",
