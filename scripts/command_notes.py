@@ -11,7 +11,7 @@ RL_REPLY = "Array `[allowed (1|0), remaining, retry_after_ms (-1 when allowed or
 NOTES = {
     # ---- captcha family (the mCaptcha protocol; docs/protocol.md) ----
     "MCAPTCHA_CACHE.ADD_CAPTCHA": (
-        "`OK`.",
+        "`OK`. A `duration` above 4294967295 s (up to 2^63 − 1) is kept as 4294967295 s.",
         "`ERR captcha already exists`; `ERR invalid JSON: …`; `ERR invalid config: …` (naming the rule broken).",
         "MCAPTCHA_CACHE.ADD_CAPTCHA mysite '{\"levels\":[{\"visitor_threshold\":5,\"difficulty_factor\":500}],\"duration\":30}'"),
     "MCAPTCHA_CACHE.ADD_VISITOR": (
@@ -29,7 +29,7 @@ NOTES = {
         "`ERR target captcha already exists`; `CROSSSLOT` in Redis Cluster when the names hash to different slots.",
         "MCAPTCHA_CACHE.RENAME_CAPTCHA mysite mysite2"),
     "MCAPTCHA_CACHE.ADD_CHALLENGE": (
-        "`OK`; the challenge expires `duration` seconds later.",
+        "`OK`; the challenge expires `duration` seconds later. A `duration` above 4294967295 s (up to 2^63 − 1) is kept as 4294967295 s, as ADD_CAPTCHA's.",
         "`Challenge already exists` (bare); `ERR invalid JSON: …`; `ERR invalid challenge: …`.",
         "MCAPTCHA_CACHE.ADD_CHALLENGE mysite '{\"difficulty\":500,\"duration\":30,\"challenge\":\"n0nce\"}'"),
     "MCAPTCHA_CACHE.GET_CHALLENGE": (
