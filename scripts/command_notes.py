@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """What COMMAND DOCS cannot say about each command: its reply, its errors and an
 example. scripts/commands_md.py merges these with the module's own COMMAND DOCS
 and COMMAND INFO (summary, syntax, arguments, complexity, flags) into

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """scripts/commands_md.py [--check] -- docs/commands.md, the command reference,
 generated from what the module registers (COMMAND DOCS: summary, arguments,
 complexity; COMMAND INFO: arity, flags, key specs) on a running server, plus

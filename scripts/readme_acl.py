@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """scripts/readme_acl.py -- rewrite the README's example ACL lines (the `reader`
 and `writer` users of the "ACLs" section) from the module's command table, as a
 running server reports it: reader gets every read-only public command, writer

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* captcha.c -- captcha config parsing and validation, difficulty selection, and
  * the challenge JSON. See captcha.h for the contracts. */
 #include <jansson.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* captcha.h -- an mCaptcha captcha: difficulty levels, a duration and a
  * leaky-bucket visitor count; and the one-shot proof-of-work challenge.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* count_cmd.c -- MCAPTCHA_CACHE.COUNT <counter-name> <leak-rate s>: a bare
  * leaky-bucket counter, from an earlier revision of the original mCaptcha cache
  * module's README ("Every counter has a name and a leak-rate in seconds. If

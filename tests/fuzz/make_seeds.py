@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Regenerates the seed corpora under tests/fuzz/corpus/ (committed; run by hand)."""
 import json, os, struct
 

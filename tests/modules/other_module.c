@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* other_module.c -- a TEST-ONLY module (never shipped): another module loaded
  * beside mcaptcha_cache, so that MODULE LIST holds two entries in an order the
  * server picks (tests/integration/captcha/test_module_list.py). It registers one

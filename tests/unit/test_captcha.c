@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_captcha.c -- unit tests of core/captcha.c: config validation, the
  * difficulty rule, challenge JSON, the original module's JSON. */
 #include <setjmp.h>

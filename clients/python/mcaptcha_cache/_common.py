@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """What the sync and asyncio classes share: reply types, reply parsing, argument checks and
 the WAIT budget (no I/O here)."""
 

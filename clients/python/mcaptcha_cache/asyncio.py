@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The asyncio classes, for ``redis.asyncio.Redis`` (and ``redis.asyncio.cluster.RedisCluster``).
 
 Same names, arguments, units, replies and exceptions as the sync classes; every method that

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """mCaptcha captchas and challenges on the ``MCAPTCHA_CACHE.*`` commands (sync). Durations of
 the mCaptcha commands are in **seconds** (as mCaptcha's)."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Typed exceptions, mapped from the module's error replies.
 
 Every exception of this package derives from :class:`McaptchaCacheError`, itself a

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Leased locks and semaphores on ``LOCK.ACQUIRE`` / ``LOCK.RELEASE`` / ``LOCK.EXTEND`` /
 ``LOCK.INSPECT`` (sync; the asyncio classes are in :mod:`mcaptcha_cache.asyncio`).
 

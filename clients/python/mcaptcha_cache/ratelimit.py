@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Rate limiters on ``RL.GCRA`` and ``RL.WINDOW`` (sync), the :func:`rate_limited`
 decorator (sync and asyncio), and the stored policies (``RL.POLICY_*``: :func:`set_gcra_policy`,
 :func:`set_window_policy`, :func:`get_policy`, :func:`delete_policy`, :func:`list_policies`),

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """A table of bad inputs. Each one must be answered with an error reply (a
 "-ERR ..." error, never a bare one), change nothing (DBSIZE, DUMP of an existing
 captcha and challenge) and leave the server answering PING."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """A model-based test of the mCaptcha commands: random sequences of
 MCAPTCHA_CACHE.ADD_CAPTCHA (valid and invalid configs), ADD_VISITOR, GET,
 CAPTCHA_EXISTS, DELETE_CAPTCHA, RENAME_CAPTCHA, ADD_CHALLENGE (valid and

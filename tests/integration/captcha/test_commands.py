@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The nine public commands: replies, errors (exact wire bytes), keys, types,
 registration metadata (MODULE LIST, COMMAND INFO/DOCS/GETKEYS)."""
 

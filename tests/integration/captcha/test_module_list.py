@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """libmcaptcha looks only at the FIRST entry of MODULE LIST to decide whether
 the cache module is loaded. With another module loaded the server's order is
 its own; the opt-in MODULE-LIST-FIRST option (load argument, or the config

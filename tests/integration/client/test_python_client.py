@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The Python client (clients/python, package mcaptcha_cache) against real servers.
 
 The package is imported from clients/python (put first on sys.path), not installed; one test

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The Python client's stored policies (clients/python, package mcaptcha_cache): the
 set/get/delete/list helpers (sync and asyncio), and RateLimiter / SlidingWindowLimiter with
 ``policy=`` deciding exactly as the same limiter with the policy's numbers; argument checks

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """A history checker, in Jepsen's style, for leased locks, semaphores and
 RL.CONCURRENCY (recorder and checker in lock_history.py).
 

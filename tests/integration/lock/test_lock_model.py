@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """A model-based test of the lock family: random sequences of commands against
 a real primary (with a replica), every reply compared with a Python model.
 

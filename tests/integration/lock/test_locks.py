@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Leased locks and semaphores (LOCK.ACQUIRE / RELEASE / EXTEND / INSPECT / STATE):
 replies, ownership, FIFO waiting without polling, leases that end on time (and
 replicate that), session mode, reentrancy, semaphores, fencing tokens (many

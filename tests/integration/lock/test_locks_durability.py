@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Durability of lock keys: SAVE + restart and DEBUG RELOAD (holders, absolute
 leases, tokens), AOF (appendfsync always, no RDB preamble) after kill -9,
 BGREWRITEAOF + restart, replicas after a mixed workload, DUMP/RESTORE and COPY,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Read-write locks: LOCK.ACQUIRE ... READ (shared) and WRITE (exclusive, the default).
 
 Many readers hold at once, a writer holds alone; every grant gets its own fencing

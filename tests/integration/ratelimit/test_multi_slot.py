@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """RL.MULTI's one-slot rule holds standalone too: keys of one call whose hash
 slots differ get the error Redis Cluster gives (CROSSSLOT), and nothing is
 written, so code that works on one server works unchanged in Cluster. Keys in

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Durability of the rate-limit keys (mcap-gcra, mcap-wndw): RDB (SAVE +
 restart, DEBUG RELOAD), AOF (appendfsync always, no RDB preamble, kill -9,
 BGREWRITEAOF), replication of a mixed workload (WAIT-served requests

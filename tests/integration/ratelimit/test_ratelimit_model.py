@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """A model-based test of the rate limits: random sequences of RL.GCRA,
 RL.GCRA_PEEK, CL.THROTTLE, RL.WINDOW, RL.WINDOW_PEEK, RL.REFUND and RL.MULTI
 against a real primary (with a replica), every reply compared with a Python

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The Debian package, end to end: `make deb` builds
 redis-mcaptcha-cache_<version>_<arch>.deb with dpkg-deb; its control fields and
 file list are what Debian expects (module 0755 under /usr/lib/redis/modules,

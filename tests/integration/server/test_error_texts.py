@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Exact error texts (wire bytes, "-ERR ..."), as a user reads them.
 
 - Every command that takes options names an unknown option and lists the valid

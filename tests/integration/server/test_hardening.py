@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Hardening: memory limits, ACLs, client pause, and a bad-input matrix over
 every command of the module (the internal ones included).
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Every loader refuses every invalid field, by name.
 
 A DUMP of a real key is decoded into its module fields (the RDB module-value

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The README's ACL example, executed as written: its `reader` and `writer`
 lines must name exactly the module's read-only commands and all its public
 commands (the running server's command table, internal commands excepted), and
