@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Makefile -- mcaptcha-cache, a Redis module (C).
 #
 #   make            build build/mcaptcha_cache.so (every build output goes under build/)
@@ -5,7 +6,8 @@
 #   make test       install test dependencies (as root), build, run every test: unit (also
 #                   under valgrind), integration, integration against the ASan/UBSan build
 #   make install    copy the module to $(MODULEDIR)
-#   make deb        build $(BUILD)/deb/redis-mcaptcha-cache_<version>_<arch>.deb with dpkg-deb
+#   make deb        the Debian package (debian/, dpkg-buildpackage) into $(BUILD)/deb/
+#   make deb-check  make deb, then lintian: any error or warning fails
 #   make bench      throughput, CPU and memory against native commands and Lua scripts
 #   make fuzz       run every libFuzzer target for FUZZ_SECONDS (default 600) seconds
 #   make mutants    apply each hand-written bug in tests/mutants/ and check that its tests fail
@@ -25,8 +27,10 @@ REDISMODULE_H ?= $(BUILD)/include/redismodule.h
 
 CC       ?= cc
 WARN     := -Wall -Wextra -Werror -Wno-missing-field-initializers -Wstrict-prototypes
+# CFLAGS, CPPFLAGS and LDFLAGS from the environment are honoured (dpkg-buildflags' hardening
+# flags when debian/rules builds: fortify, stack protector, relro, bindnow).
 CFLAGS   ?= -O2 -g
-ALL_CFLAGS := -std=gnu11 $(WARN) -fno-common -fPIC $(CFLAGS)
+ALL_CFLAGS := -std=gnu11 $(WARN) -fno-common -fPIC $(CPPFLAGS) $(CFLAGS)
 LDLIBS   := -ljansson
 
 # One folder per layer (docs/architecture.md): the pure algorithms, what every
@@ -76,7 +80,7 @@ $(BUILD)/%.o: src/%.c
 $(GLUE_OBJ): | $(REDISMODULE_H)
 
 $(MODULE): $(CORE_OBJ) $(GLUE_OBJ)
-	$(CC) -shared -Wl,-z,defs -o $@ $^ $(LDLIBS)
+	$(CC) -shared -Wl,-z,defs $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # Unit tests: the pure cores with cmocka, no Redis.
 $(BUILD)/test_%: tests/unit/test_%.c $(CORE_SRC) src/core/*.h
@@ -224,11 +228,21 @@ install: $(MODULE)
 	install -m 0755 $(MODULE) $(DESTDIR)$(MODULEDIR)/$(MODULE_NAME)
 	@echo "Add to redis.conf:  loadmodule $(MODULEDIR)/$(MODULE_NAME)"
 
-# The Debian package (scripts/build-deb.sh, packaging/deb/): the module, a commented
-# loadmodule snippet, the docs; no maintainer scripts. Tested by tests/integration/server/test_deb.py.
-.PHONY: deb
-deb: $(MODULE)
-	@sh scripts/build-deb.sh $(MODULE) $(BUILD)/deb
+# The Debian package, built the Debian way (debian/: debhelper, dpkg-buildflags hardening,
+# an automatic -dbgsym package) by `dpkg-buildpackage -b -us -uc` in a copy of the tree
+# under $(BUILD)/deb/ (scripts/build-deb.sh), so every output lands in $(BUILD)/deb/: the
+# .deb, the -dbgsym .deb, the .buildinfo and the .changes (whose path it prints last).
+# The module, the docs and a commented loadmodule example; no maintainer scripts.
+# Tested by tests/integration/server/test_deb.py; deb-check (CI) also runs lintian.
+.PHONY: deb deb-check deps-deb
+deps-deb:
+	@sh scripts/deps.sh build deb
+deb: deps-deb | $(REDISMODULE_H)
+	@sh scripts/build-deb.sh $(BUILD)/deb $(REDISMODULE_H)
+deb-check: deps-deb
+	@changes=$$($(MAKE) --no-print-directory deb | tail -n 1) && \
+	lintian --fail-on error,warning --display-info --info "$$changes" && \
+	echo "deb-check: lintian reports no error and no warning on $$changes"
 
 clean:
 	rm -rf $(BUILD)/*.o $(BUILD)/*.d $(BUILD)/core $(BUILD)/server $(BUILD)/captcha $(BUILD)/ratelimit \

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Python client for the mcaptcha-cache Redis module, on redis-py (sync and asyncio).
 
 ::
@@ -40,7 +41,7 @@ from .asyncio import ReadWriteLock as AsyncReadWriteLock
 from .asyncio import Semaphore as AsyncSemaphore
 from .asyncio import SlidingWindowLimiter as AsyncSlidingWindowLimiter
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "Lock", "MultiLock", "ReadWriteLock", "Semaphore", "RateLimiter", "SlidingWindowLimiter", "Captcha",
