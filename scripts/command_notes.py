@@ -104,10 +104,15 @@ OK'''),
 2) (integer) 19
 3) (integer) -1
 4) (integer) 600'''),
-    "RL.GCRA_PEEK": (RL_REPLY + " Changes nothing.", "As `RL.GCRA`; its options are `BURST capacity, COST n` (others are unknown options).", r'''> RL.GCRA_PEEK api:user:42 100 60000 BURST 20 COST 20
+    "RL.GCRA_PEEK": (RL_REPLY + " Changes nothing.", "As `RL.GCRA`; its options are `BURST capacity, COST n` (others are unknown options).", r'''> RL.GCRA_PEEK api:user:42 100 60000 BURST 20 COST 19
+1) (integer) 1
+2) (integer) …
+3) (integer) -1
+4) (integer) …
+> RL.GCRA_PEEK api:user:42 100 60000 BURST 20 COST 21
 1) (integer) 0
 2) (integer) …
-3) (integer) …
+3) (integer) -1
 4) (integer) …'''),
     "RL.WINDOW": (RL_REPLY, "Range errors; `ERR unknown option '…' for RL.WINDOW; expected COST n, WAIT timeout-ms, AT unix-ms`; `ERR <option> needs a value (…)`; `ERR the key holds a window of another length …`; `WRONGTYPE`; the policy errors of `RL.GCRA` (a GCRA policy is refused).",
                   r'''> RL.WINDOW login:1.2.3.4 5 60000
