@@ -19,9 +19,14 @@ mkdir -p "$out"
 rm -rf "$src"
 rm -f "$out/${pkg}_"* "$out/${pkg}-dbgsym_"*
 mkdir -p "$src/build/include"
-# (a file deleted but not yet committed is skipped)
-git ls-files -z --cached --others --exclude-standard |
-    tar --null -T - --ignore-failed-read -cf - 2>/dev/null | tar -xf - -C "$src"
+if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+    # (a file deleted but not yet committed is skipped)
+    git ls-files -z --cached --others --exclude-standard |
+        tar --null -T - --ignore-failed-read -cf - 2>/dev/null | tar -xf - -C "$src"
+else
+    # not a git checkout (an unpacked tarball): everything but the outputs and server data
+    tar --exclude=./build --exclude=./data --exclude=./.git -cf - . | tar -xf - -C "$src"
+fi
 cp "$header" "$src/build/include/redismodule.h"
 (cd "$src" && dpkg-buildpackage -b -us -uc >../build.log 2>&1) || {
     tail -40 "$out/build.log" >&2
