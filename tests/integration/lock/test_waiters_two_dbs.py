@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Wait queues are per key *and* database: the same key name in two databases has
 two queues. A waiter on `k` in db 0 neither blocks a grant of `k` in db 1 nor is
 served by a release there; each queue is served by its own key's release, in its
