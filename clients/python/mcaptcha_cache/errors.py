@@ -12,8 +12,8 @@ Hierarchy::
     │   ├── InvalidArgument (+ ValueError)      range errors, unknown options, bad owner, cost too large
     │   ├── WrongType                           WRONGTYPE: the key holds another type
     │   └── CrossSlot                           CROSSSLOT: keys of one command in different slots
-    ├── LockError
-    │   ├── LockNotOwned                        this owner does not hold the lock
+    ├── LockError (+ redis.exceptions.LockError)
+    │   ├── LockNotOwned (+ redis.exceptions.LockNotOwnedError)  this owner does not hold the lock
     │   │   └── LockLost                        it did, and lost it (lease ended, key deleted, ...)
     │   ├── LockNotAcquired (+ TimeoutError)    ``with lock:`` could not get it within wait_ms
     │   └── PermitsMismatch (+ ServerError)     PERMITS differs from the held semaphore's size
@@ -64,11 +64,12 @@ class CrossSlot(ServerError):
 
 
 # ------------------------------------------------------------------------ locks
-class LockError(McaptchaCacheError):
-    """Base class of the lock and semaphore errors."""
+class LockError(McaptchaCacheError, redis.exceptions.LockError):
+    """Base class of the lock and semaphore errors; also a ``redis.exceptions.LockError``, so
+    ``except redis.exceptions.LockError`` clauses written for redis-py's locks catch it."""
 
 
-class LockNotOwned(LockError):
+class LockNotOwned(LockError, redis.exceptions.LockNotOwnedError):
     """The lock (or permit) is not held by this owner: ``release()``/``extend()`` of a lock this
     instance never acquired, already released, or that the server says it does not hold."""
 
