@@ -25,7 +25,7 @@ exported here as ``AsyncLock``, ``AsyncReadWriteLock``, ``AsyncSemaphore``, ``As
 
 from ._common import Challenge, Decision, Holder, LockInfo
 from .captcha import Captcha
-from .errors import (CaptchaError, CaptchaExists, CaptchaNotFound, ChallengeExists,
+from .errors import (CaptchaError, ClusterPolicyError, CaptchaExists, CaptchaNotFound, ChallengeExists,
                      ChallengeNotFound, CrossSlot, InvalidArgument, InvalidCaptchaConfig,
                      LockError, LockLost, LockNotAcquired, LockNotOwned, McaptchaCacheError,
                      PermitsMismatch, RateLimited, RateLimitError, ServerError, WrongType)
@@ -50,7 +50,7 @@ __all__ = [
     "Decision", "LockInfo", "Holder", "Challenge",
     "McaptchaCacheError", "ServerError", "InvalidArgument", "WrongType", "CrossSlot",
     "LockError", "LockNotOwned", "LockLost", "LockNotAcquired", "PermitsMismatch",
-    "RateLimitError", "RateLimited",
+    "RateLimitError", "RateLimited", "ClusterPolicyError",
     "CaptchaError", "CaptchaNotFound", "CaptchaExists", "ChallengeNotFound", "ChallengeExists",
     "InvalidCaptchaConfig",
 ]

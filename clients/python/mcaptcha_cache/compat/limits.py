@@ -56,7 +56,7 @@ return v
 _KEY_PATTERN = "LIMITER*"
 
 
-class _ModuleStorage(Storage, MovingWindowSupport):  # type: ignore[misc]
+class _ModuleStorage(Storage, MovingWindowSupport):
     """What the standalone and Cluster storages share; ``self.storage`` is the redis-py client."""
 
     DEPENDENCIES = {}  # redis is this package's own dependency
