@@ -21,6 +21,11 @@ Units: the lock and rate-limit classes take **milliseconds** (``*_ms``), the cap
 :mod:`mcaptcha_cache.errors`. The asyncio classes are in :mod:`mcaptcha_cache.asyncio` (also
 exported here as ``AsyncLock``, ``AsyncReadWriteLock``, ``AsyncSemaphore``, ``AsyncRateLimiter``,
 ``AsyncSlidingWindowLimiter``, ``AsyncCaptcha``).
+
+Drop-ins for other libraries' APIs are in :mod:`mcaptcha_cache.compat` (not imported here):
+``compat.redis_py.Lock`` / ``compat.redis_py_asyncio.Lock`` for redis-py's
+``r.lock(..., lock_class=...)``, and ``compat.limits`` (a storage for ``limits``,
+Flask-Limiter and SlowAPI: ``mcaptcha+redis://host:port``).
 """
 
 from ._common import Challenge, Decision, Holder, LockInfo

@@ -251,3 +251,25 @@ def test_cluster_drop_in(cluster):
             assert rc.lock(name, timeout=5, lock_class=Lock).acquire(blocking_timeout=0.1) is False
             assert lock.extend(1)
         assert holders(node, name) == []
+
+
+def test_asyncio_cluster_drop_in(cluster):
+    from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
+    node = cluster.primaries()[0]
+
+    async def main():
+        rc = AsyncRedisCluster(host=node.host, port=node.port)
+        try:
+            for name in ("alpha", "beta", "gamma"):
+                lock = AsyncLock(rc, name, timeout=5)
+                async with lock:
+                    conn = cluster.conn(cluster.owner_of(name))
+                    [(owner, _, token)] = holders(conn, name)
+                    assert owner.encode() == lock.local.token and token == lock.fencing_token
+                    assert await AsyncLock(rc, name, timeout=5).acquire(blocking_timeout=0.1) is False
+                    assert await lock.extend(1) and await lock.owned()
+                assert holders(conn, name) == []
+        finally:
+            await rc.close()
+
+    asyncio.run(main())

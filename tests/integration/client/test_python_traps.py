@@ -90,6 +90,13 @@ def test_body_exception_goes_first_asyncio(server):
                     await c.delete("ares")
                     raise KeyError("body")
             assert lock.lost and lost == [lock]
+            site = maio.Captcha(c, "asite")
+            await site.add(levels=[(1, 10)], duration_s=30)
+            assert await site.count() == 0
+            assert await site.visit_with_duration() == (10, 30)
+            with pytest.warns(DeprecationWarning):
+                assert await site.visit_info() == (10, 30)
+            assert await site.count() == 2
         finally:
             await c.close()
             await c.connection_pool.disconnect()
