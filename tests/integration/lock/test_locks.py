@@ -152,7 +152,7 @@ def test_acquire_busy_release(server, r):
 
 
 def test_lock_key_has_no_ttl(server, r):
-    """README: a lock key has no TTL: held, extended, released or with its lease
+    """docs/locks.md: a lock key has no TTL: held, extended, released or with its lease
     ended, it stays (keeping its last fencing token) until it is deleted."""
     g = acquire(r, "L", "alice", 60000)
     assert g[0] == 1

@@ -81,7 +81,7 @@ def test_one_slot_works(r):
 
 
 def test_refused_index_is_1_based_and_0_when_allowed(r):
-    """README: refused_index is the 1-based position of the first limit that
+    """docs/ratelimit.md: refused_index is the 1-based position of the first limit that
     refused, 0 when allowed."""
     ok = r.execute_command(*multi(1, ("{i}a", "GCRA", 2, 60000), ("{i}b", "WINDOW", 1, 60000)))
     assert ok[:2] == [1, 0]
