@@ -6,6 +6,7 @@ fixed window a counter; a Flask app answers 429 on the N+1-th call within the wi
 again once the window lets a call through, with X-RateLimit-* headers giving the reset time.
 Waits poll the limiter's own state (bounded), never sleep for a time."""
 
+import asyncio
 import os
 import sys
 import time
@@ -28,6 +29,8 @@ CLIENT_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, CLIENT_DIR)
 
 from mcaptcha_cache.compat.limits import McaptchaClusterStorage, McaptchaStorage  # noqa: E402
+from mcaptcha_cache.compat.limits_aio import (McaptchaAsyncClusterStorage,  # noqa: E402
+                                              McaptchaAsyncStorage)
 
 
 def uri(server):
@@ -143,3 +146,28 @@ def test_cluster_storage(cluster):
         assert [fw.hit(item, "f" + u) for _ in range(3)] == [True, True, False]
     assert store.reset() == 2 * len(users)
     assert all(mw.test(item, u) for u in users)
+
+
+def test_asyncio_storages(server, cluster):
+    from limits.aio import strategies as aio_strategies
+    nodes = ",".join("%s:%d" % (n.host, n.port) for n in cluster.primaries())
+
+    async def main():
+        item = parse("2 per 30 seconds")
+        for u in ("async+" + uri(server), "async+mcaptcha+redis+cluster://" + nodes):
+            store = storage_from_string(u)
+            assert isinstance(store, (McaptchaAsyncStorage, McaptchaAsyncClusterStorage))
+            assert await store.check()
+            mw = aio_strategies.MovingWindowRateLimiter(store)
+            fw = aio_strategies.FixedWindowRateLimiter(store)
+            start = time.time()
+            assert [await mw.hit(item, "a") for _ in range(3)] == [True, True, False]
+            assert not await mw.test(item, "a")
+            reset, remaining = await mw.get_window_stats(item, "a")
+            assert remaining == 0 and start + 29 <= reset <= time.time() + 31
+            assert [await fw.hit(item, "b") for _ in range(3)] == [True, True, False]
+            assert (await fw.get_window_stats(item, "b"))[1] == 0
+            assert await store.reset() == 2
+            assert await mw.test(item, "a") and await fw.test(item, "b")
+
+    asyncio.run(main())

@@ -7,7 +7,8 @@ SPDX-License-Identifier: BSD-3-Clause
   the same for ``redis.asyncio``.
 - :mod:`mcaptcha_cache.compat.limits`: a storage for the ``limits`` library (and so for
   Flask-Limiter and SlowAPI) under the URI schemes ``mcaptcha+redis://`` and
-  ``mcaptcha+redis+cluster://``; importing the module registers them.
+  ``mcaptcha+redis+cluster://``, and for ``limits.aio`` the same prefixed ``async+``
+  (:mod:`mcaptcha_cache.compat.limits_aio`); importing either module registers them all.
 
 Nothing here is imported by ``import mcaptcha_cache`` (``limits`` is an optional dependency).
 """

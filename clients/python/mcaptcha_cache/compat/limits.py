@@ -16,7 +16,10 @@ Importing this module registers the URI schemes with ``limits``::
 Schemes: ``mcaptcha+redis://[:password]@host:port[/db]``, ``mcaptcha+rediss://…`` (TLS),
 ``mcaptcha+redis+unix:///path/to/socket`` (standalone, :class:`McaptchaStorage`) and
 ``mcaptcha+redis+cluster://[:password]@host:port,host:port`` (Redis Cluster,
-:class:`McaptchaClusterStorage`); extra keyword options go to the redis-py client.
+:class:`McaptchaClusterStorage`); extra keyword options go to the redis-py client. For
+``limits.aio``: the same schemes prefixed ``async+`` (``async+mcaptcha+redis://…``,
+``async+mcaptcha+redis+cluster://…``; :mod:`mcaptcha_cache.compat.limits_aio`, registered by
+importing this module too).
 
 How ``limits``' strategies are answered:
 
@@ -35,13 +38,14 @@ from __future__ import annotations
 import math
 import time
 import urllib.parse
-from typing import Any, List, Optional, Tuple, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 import redis
 import redis.cluster
 from limits.storage.base import MovingWindowSupport, Storage
 
-__all__ = ["McaptchaStorage", "McaptchaClusterStorage"]
+__all__ = ["McaptchaStorage", "McaptchaClusterStorage", "McaptchaAsyncStorage",
+           "McaptchaAsyncClusterStorage"]
 
 # KEYS[1] counter; ARGV: expiry (s), amount, 1 to set the expiry on every hit (elastic)
 _INCR_EXPIRE = """
@@ -56,20 +60,69 @@ return v
 _KEY_PATTERN = "LIMITER*"
 
 
+def window_args(key: str, limit: int, expiry: int) -> List[Any]:
+    """RL.WINDOW's key and limit: ``limit`` per ``expiry`` seconds (the module takes ms)."""
+    return [key, int(limit), int(expiry) * 1000]
+
+
+def peek_count(limit: int, reply: Any) -> Tuple[int, Optional[int]]:
+    """From ``RL.WINDOW_PEEK … COST 1``: ``(count, cost)`` -- the units taken in the window,
+    and the cost whose peek tells when the oldest hit leaves (None: this reply's
+    ``retry_after_ms`` already does, the window being full). An allowed peek's ``remaining``
+    is what is left after it, a refused one's what is free now."""
+    allowed, remaining = int(reply[0]), int(reply[1])
+    free = remaining + 1 if allowed else remaining
+    count = max(0, int(limit) - free)
+    return count, (free + 1 if allowed else None)
+
+
+def window_start(now: float, expiry: int, reply: Any) -> int:
+    """``start`` of limits' ``(start, count)`` from the peek whose ``retry_after_ms`` is the time
+    until one more unit fits: ``start + expiry`` is then (rounded up to a second)."""
+    retry_ms = int(reply[2])
+    if retry_ms < 0:  # not for a cost that fits the limit; be safe
+        retry_ms = int(expiry) * 1000
+    return int(math.ceil(now + retry_ms / 1000.0)) - int(expiry)
+
+
+def cluster_nodes(uri: str, options: Dict[str, Any]) -> Tuple[List[Tuple[str, int]], Dict[str, Any]]:
+    """``mcaptcha+redis+cluster://[user:password@]host:port,host:port`` -> the startup nodes
+    and the client's keyword options (credentials added)."""
+    parsed = urllib.parse.urlparse(uri)
+    netloc = parsed.netloc.rsplit("@", 1)
+    auth, hosts = (netloc[0], netloc[1]) if len(netloc) == 2 else ("", netloc[0])
+    kw: Dict[str, Any] = dict(options)
+    if auth:
+        user, _, password = auth.partition(":")
+        if user:
+            kw.setdefault("username", urllib.parse.unquote(user))
+        if password:
+            kw.setdefault("password", urllib.parse.unquote(password))
+    nodes = []
+    for loc in hosts.split(","):
+        host, _, port = loc.rpartition(":")
+        nodes.append((host or "localhost", int(port or 6379)))
+    return nodes, kw
+
+
+def standalone_url(uri: str) -> str:
+    """The redis-py URL of a ``mcaptcha+redis…://`` URI."""
+    url = uri[len("async+"):] if uri.startswith("async+") else uri
+    url = url[len("mcaptcha+"):] if url.startswith("mcaptcha+") else url
+    return url.replace("redis+unix://", "unix://", 1)
+
+
 class _ModuleStorage(Storage, MovingWindowSupport):
     """What the standalone and Cluster storages share; ``self.storage`` is the redis-py client."""
 
     DEPENDENCIES = {}  # redis is this package's own dependency
     storage: Any
 
-    def _window_args(self, key: str, limit: int, expiry: int) -> List[Any]:
-        return [key, int(limit), int(expiry) * 1000]
-
     # ---------------------------------------------------------- moving window
     def acquire_entry(self, key: str, limit: int, expiry: int, amount: int = 1) -> bool:
         """Take ``amount`` from the sliding window of ``limit`` per ``expiry`` seconds (``RL.WINDOW``);
         True when taken. A refused hit takes nothing."""
-        reply = self.storage.execute_command("RL.WINDOW", *self._window_args(key, limit, expiry),
+        reply = self.storage.execute_command("RL.WINDOW", *window_args(key, limit, expiry),
                                              "COST", int(amount))
         return bool(int(reply[0]))
 
@@ -78,21 +131,15 @@ class _ModuleStorage(Storage, MovingWindowSupport):
         ``start`` such that ``start + expiry`` is when one more unit fits again (the oldest
         hit leaves the window; ``limits`` reports it as the reset time). Read-only
         (``RL.WINDOW_PEEK``)."""
-        args = self._window_args(key, limit, expiry)
+        args = window_args(key, limit, expiry)
         now = time.time()
-        allowed, remaining, retry_ms, _ = (int(x) for x in
-                                           self.storage.execute_command("RL.WINDOW_PEEK", *args))
-        free = remaining + 1 if allowed else remaining  # an allowed peek shows what is left after it
-        count = max(0, int(limit) - free)
+        reply = self.storage.execute_command("RL.WINDOW_PEEK", *args)
+        count, more = peek_count(limit, reply)
         if count == 0:
             return int(now), 0
-        if allowed:
-            # when would one unit more than what is free now fit: when the oldest hit leaves
-            reply = self.storage.execute_command("RL.WINDOW_PEEK", *args, "COST", free + 1)
-            retry_ms = int(reply[2])
-        if retry_ms < 0:  # cannot happen for free + 1 <= limit; be safe
-            retry_ms = int(expiry) * 1000
-        return int(math.ceil(now + retry_ms / 1000.0)) - int(expiry), count
+        if more is not None:
+            reply = self.storage.execute_command("RL.WINDOW_PEEK", *args, "COST", more)
+        return window_start(now, expiry, reply), count
 
     # ------------------------------------------------------------ fixed window
     def incr(self, key: str, expiry: int, elastic_expiry: bool = False, amount: int = 1) -> int:
@@ -149,9 +196,7 @@ class McaptchaStorage(_ModuleStorage):
     def __init__(self, uri: str = "mcaptcha+redis://localhost:6379",
                  **options: Union[float, str, bool]) -> None:
         super().__init__(uri, **options)
-        url = uri[len("mcaptcha+"):] if uri.startswith("mcaptcha+") else uri
-        url = url.replace("redis+unix://", "unix://", 1)
-        self.storage = redis.from_url(url, **options)
+        self.storage = redis.from_url(standalone_url(uri), **options)
 
 
 class McaptchaClusterStorage(_ModuleStorage):
@@ -163,21 +208,13 @@ class McaptchaClusterStorage(_ModuleStorage):
 
     def __init__(self, uri: str, **options: Union[float, str, bool]) -> None:
         super().__init__(uri, **options)
-        parsed = urllib.parse.urlparse(uri)
-        netloc = parsed.netloc.rsplit("@", 1)
-        auth, hosts = (netloc[0], netloc[1]) if len(netloc) == 2 else ("", netloc[0])
-        kw: dict[str, Any] = dict(options)
-        if auth:
-            user, _, password = auth.partition(":")
-            if user:
-                kw.setdefault("username", urllib.parse.unquote(user))
-            if password:
-                kw.setdefault("password", urllib.parse.unquote(password))
-        nodes = []
-        for loc in hosts.split(","):
-            host, _, port = loc.rpartition(":")
-            nodes.append(redis.cluster.ClusterNode(host or "localhost", int(port or 6379)))
+        hosts, kw = cluster_nodes(uri, options)
+        nodes = [redis.cluster.ClusterNode(h, p) for h, p in hosts]
         self.storage = redis.cluster.RedisCluster(startup_nodes=nodes, **kw)
 
     def _clients(self) -> List[Any]:
         return [self.storage.get_redis_connection(n) for n in self.storage.get_primaries()]
+
+
+# the asyncio storages register their schemes too (one import for both)
+from . import limits_aio  # noqa: E402,F401
