@@ -89,8 +89,8 @@ class LockNotOwned(LockError, redis.exceptions.LockNotOwnedError):
 class LockLost(LockNotOwned):
     """A lock this instance held is no longer held: its lease ended, the key was deleted or
     overwritten, its session connection closed, or renewals failed until the lease ran out.
-    Raised by ``release()`` and ``extend()`` (and so by leaving a ``with`` block) once the loss
-    is known; ``lock.lost`` is then True."""
+    Raised by ``release()`` and ``extend()`` (and so by leaving a ``with`` block whose body did
+    not raise) once the loss is known; ``lock.lost`` is then True."""
 
 
 class LockNotAcquired(LockError, TimeoutError):

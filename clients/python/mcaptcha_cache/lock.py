@@ -161,7 +161,9 @@ class Lock(_LockBase):
     holds it (lease ended, key deleted or overwritten, session closed), or renewals fail
     (connection errors, OOM, READONLY, ...) until the lease has run out, the watchdog stops,
     ``lost`` becomes True, ``on_lost(lock)`` is called, and the next ``release()`` or
-    ``extend()`` (and so the end of a ``with`` block) raises :class:`LockLost`.
+    ``extend()`` (and so the end of a ``with`` block) raises :class:`LockLost`. When the
+    block itself raised, its own exception propagates instead; the loss is then reported by
+    the logger (``mcaptcha_cache``, a warning), ``on_lost`` and ``lost``/``lost_reason``.
 
     One instance is one holder: it is not reentrant (``acquire()`` while holding raises
     :class:`LockError`), and it is not meant to be shared between threads.
