@@ -250,3 +250,14 @@ clean:
 	    $(BUILD)/lock $(BUILD)/test_* $(ASAN_DIR) $(MODULE)
 
 -include $(wildcard $(BUILD)/*.d $(BUILD)/*/*.d $(ASAN_DIR)/*.d $(ASAN_DIR)/*/*.d)
+
+# The Python client (clients/python): mypy --strict on the package (Debian's python3-mypy),
+# then its tests (tests/integration/client: redis-py drop-in locks, the limits storage with
+# Flask-Limiter, Cluster, install without `wheel`) against $(MODULE).
+.PHONY: test-python deps-python
+deps-python:
+	@sh scripts/deps.sh build test python
+test-python: deps-python
+	@$(MAKE) --no-print-directory $(MODULE)
+	cd clients/python && $(PYTHON) -m mypy --strict mcaptcha_cache
+	$(SERVER_ENV) MCAPTCHA_MODULE=$(CURDIR)/$(MODULE) $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration/client
