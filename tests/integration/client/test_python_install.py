@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Installing the Python client (clients/python) with pip, offline, where the `wheel` package
 is missing: a fresh venv (Debian's venvs carry pip and setuptools, not wheel) installs it
 with pip's default build isolation and with --no-build-isolation, editable too, through the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The `limits` storage of the Python client (mcaptcha_cache.compat.limits) against real
 servers, standalone and Cluster, through Debian's python3-limits and python3-flask-limiter:
 the URI schemes resolve to it; the moving window is the module's sliding window (RL.WINDOW,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The redis-py drop-in locks (mcaptcha_cache.compat.redis_py.Lock and its asyncio twin)
 against real servers, standalone and Cluster: redis-py's documented Lock API (constructor,
 r.lock(..., lock_class=Lock), acquire/release/extend/reacquire/locked/owned, the context

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Traps of the Python client fixed (clients/python), against real servers:
 Captcha.visit_info() (deprecated: it counts) beside visit_with_duration() and count() (a
 query that counts nothing); list_policies() as str; a with-block whose body raised while the
