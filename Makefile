@@ -4,7 +4,8 @@
 #   make            build build/mcaptcha_cache.so (every build output goes under build/)
 #   make run        install what is missing (as root), build, serve on 127.0.0.1:$(PORT)
 #   make test       install test dependencies (as root), build, run every test: unit (also
-#                   under valgrind), integration, integration against the ASan/UBSan build
+#                   under valgrind), integration, integration against the ASan/UBSan build,
+#                   then every client: Python, Ruby, Node (test-python, test-ruby, test-node)
 #   make install    copy the module to $(MODULEDIR)
 #   make deb        the Debian package (debian/, dpkg-buildpackage) into $(BUILD)/deb/
 #   make deb-check  make deb, then lintian: any error or warning fails
@@ -103,11 +104,16 @@ $(ASAN_DIR)/%.o: src/%.c | $(REDISMODULE_H)
 $(ASAN_MODULE): $(CORE_SRC:src/%.c=$(ASAN_DIR)/%.o) $(GLUE_SRC:src/%.c=$(ASAN_DIR)/%.o)
 	$(CC) -shared $(ASAN_FLAGS) -o $@ $^ $(LDLIBS)
 
+# The module's integration suite: every family, the server layer, the packaging. The clients'
+# suites (tests/integration/client, clients/*) run once, in make test (test-python, ...), not
+# under ASan nor on every server of the matrix.
+MODULE_TESTS := tests/integration --ignore=tests/integration/client
+
 integration-asan: $(ASAN_MODULE)
 	@rm -rf $(ASAN_DIR)/reports
 	MCAPTCHA_MODULE=$(CURDIR)/$(ASAN_MODULE) REDIS_SERVER=$(CURDIR)/scripts/redis-server-sanitized.sh \
 	    SANITIZER_REPORT_DIR=$(CURDIR)/$(ASAN_DIR)/reports \
-	    $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration
+	    $(PYTHON) -m pytest -q -p no:cacheprovider $(MODULE_TESTS)
 	@if ls $(ASAN_DIR)/reports/* >/dev/null 2>&1; then echo "sanitizer reports:"; cat $(ASAN_DIR)/reports/*; exit 1; fi
 	@echo "integration-asan: no sanitizer reports"
 
@@ -118,13 +124,16 @@ SERVER_ENV := $(if $(SERVER),REDIS_SERVER=$(SERVER))
 SERVERS := valkey-8.0 valkey-8.1 valkey-9.1 redis-8.0
 
 integration: $(MODULE)
-	$(SERVER_ENV) MCAPTCHA_MODULE=$(CURDIR)/$(MODULE) $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration
+	$(SERVER_ENV) MCAPTCHA_MODULE=$(CURDIR)/$(MODULE) $(PYTHON) -m pytest -q -p no:cacheprovider $(MODULE_TESTS)
 
 # Everything: unit tests (plain and under valgrind), the fuzz reproducers and
 # seed corpora replayed (every loader invariant), integration tests against the
-# module, then again against the ASan/UBSan build; any failure or report fails.
+# module, then again against the ASan/UBSan build, then every client's suite;
+# any failure or report fails.
+CLIENT_TESTS := test-python
 test: deps-test
-	@$(MAKE) --no-print-directory $(MODULE) mutants-check unit unit-valgrind fuzz-replay integration integration-asan
+	@$(MAKE) --no-print-directory $(MODULE) mutants-check unit unit-valgrind fuzz-replay integration integration-asan \
+	    $(CLIENT_TESTS)
 
 # The stateful model-based tests and the history checkers run bounded in make test;
 # here with MC_SOAK=1 (tests/integration/soak.py): many more examples, longer histories.
