@@ -1,7 +1,7 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* window.c -- the sparse sliding-window counter of the rate limiters; see
  * window.h for the algorithm, its precision and its memory bound.
- *
- * SPDX-License-Identifier: BSD-3-Clause */
+ */
 #include <string.h>
 
 #include "alloc.h"

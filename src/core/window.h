@@ -1,7 +1,6 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* window.h -- the rate limiters' sliding window: an exact, sparse leaky-bucket
  * counter whose slots are at most one second wide.
- *
- * SPDX-License-Identifier: BSD-3-Clause
  *
  * Why not core/bucket.h. The captchas' counter cuts time into 256 slots per
  * window in a dense ring, so a hit of a one-hour window counts ~14 s too long.

@@ -1,11 +1,11 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_window.c -- unit tests of the rate limiters' sparse window counter
  * (src/core/window.c), with an injected clock: the slot widths (at most 1 s),
  * exact edges (a hit counts at D, is gone by D + w), a retry one slot late, a
  * request of exactly the limit, exactly enough freed, refunds newest first,
  * restore checks, carrying hits into another window (sw_rewidth), the memory
  * bound, and a randomized comparison against an exact model of every hit.
- *
- * SPDX-License-Identifier: BSD-3-Clause */
+ */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """AT on the peeks and on RL.REFUND, and the fine window (a hit is gone at most
 one second after its period), docs/ratelimit-changes.md.
 

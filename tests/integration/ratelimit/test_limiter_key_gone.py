@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Limiter keys that leave or change under their waiters (#28 items 3 and 4).
 
 - Deleting, unlinking, flushing, renaming away or overwriting a GCRA or window

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """A stored WINDOW policy whose window changes keeps working on the keys that
 use it (#25 item 7, docs/ratelimit-changes.md):
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """redis-cell users switch in place (#24 item 9, docs/ratelimit-changes.md).
 
 redis-cell (brandur/redis-cell, src/cell/store.rs and src/cell/mod.rs) keeps each

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Windows saved by the last build that wrote mcap-wndw encver 1 load unchanged.
 
 tests/fixtures/rdb/windows-encver1.rdb was written by commit 1aa506f (see
@@ -11,6 +12,9 @@ without SLOTMS) as the old build did."""
 import os
 import shutil
 import sys
+
+import pytest
+import redis
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TESTS = os.path.dirname(os.path.dirname(HERE))
@@ -85,3 +89,29 @@ def test_old_internal_command_forms_replay(servers):
         except Exception as e:
             assert "invalid window state" in str(e) or "wrong number" in str(e), e
     assert c.exists("x") == 0
+
+
+@pytest.mark.parametrize("count,loads", [(2 ** 32 - 1, True), (2 ** 32, False), (2 ** 64 - 1, False)])
+@pytest.mark.parametrize("width", ["slot", "bad-width"])
+def test_encver2_loader_checks(servers, count, loads, width):
+    """An encver 2 window's slot count is 32-bit (2^32 and above refused, never
+    truncated) and its slot width must be one this module makes for the window."""
+    sys.path.insert(0, os.path.join(TESTS, "integration", "server"))
+    from test_loader_fields import decode, encode, UINT  # noqa: E402
+    s = servers.new()
+    c = s.client()
+    c.execute_command("RL.WINDOW", "w", 5, HOUR, "COST", 3, "AT", Y2100)
+    header, fields, version = decode(c.dump("w"))
+    # window, limit, slot_ms, last_ms, n, slot, count
+    assert [v for _, v in fields[:5]] == [HOUR, 5, 1000, Y2100, 1] and fields[6] == (UINT, 3), fields
+    fields[6] = (UINT, count)
+    if width == "bad-width":
+        fields[2], loads = (UINT, 999), False
+    payload = encode(header, fields, version)
+    if loads:
+        assert c.restore("w2", 0, payload)
+        assert c.execute_command("RL.WINDOW_PEEK", "w2", 5, HOUR, "COST", 0, "AT", Y2100)[1] == 0
+    else:
+        with pytest.raises(redis.ResponseError, match="Bad data format"):
+            c.restore("w2", 0, payload)
+        assert c.exists("w2") == 0
