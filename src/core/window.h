@@ -26,7 +26,7 @@
  * most twice that and never more than window/w + 2 (it shrinks when a quarter
  * full). Worst case 72 + 8 x 131,074 bytes (~1 MiB) for a key hit every second
  * of a 36 h window with a limit of 131,072 or more; a 1 h window with limit 100
- * stays below 1 KiB, any 1 h window below 29 KiB.
+ * takes about 1.1 KiB at most, any 1 h window below 29 KiB.
  *
  * Clock: absolute Unix ms, `now` passed in; the counter keeps the highest time
  * seen (last_ms) and evaluates at max(now, last_ms), as core/bucket.h does.
