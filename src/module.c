@@ -36,7 +36,8 @@ static void info_callback(RedisModuleInfoCtx *ctx, int for_crash_report) {
     (void)for_crash_report;
     captcha_info(ctx);
     rl_stats_info(ctx);
-    rl_policy_info(ctx); /* a field of the ratelimit section rl_stats_info opened */
+    rl_policy_info(ctx); /* fields of the ratelimit section rl_stats_info opened */
+    rl_policy_sync_info(ctx);
     lock_info(ctx);
 }
 
@@ -67,6 +68,7 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) 
     if (ratelimit_cmd_register(ctx) == REDISMODULE_ERR) return REDISMODULE_ERR;
     if (ratelimit_state_cmd_register(ctx) == REDISMODULE_ERR) return REDISMODULE_ERR;
     if (ratelimit_policy_register(ctx) == REDISMODULE_ERR) return REDISMODULE_ERR;
+    if (ratelimit_policy_sync_register(ctx) == REDISMODULE_ERR) return REDISMODULE_ERR;
     if (lock_type_register(ctx) == REDISMODULE_ERR) return REDISMODULE_ERR;
     if (lock_cmd_register(ctx) == REDISMODULE_ERR) return REDISMODULE_ERR;
     if (RedisModule_RegisterInfoFunc(ctx, info_callback) == REDISMODULE_ERR) return REDISMODULE_ERR;

@@ -343,19 +343,27 @@ def test_replicated_state_does_not_depend_on_the_replica_policy(servers):
     # the AOF carries the definitions and the resulting states, not the POLICY calls
     aof = b"".join(open(os.path.join(primary.aof_dir(), f), "rb").read()
                    for f in os.listdir(primary.aof_dir()) if ".incr." in f)
-    assert b"RL.POLICY_SET" in aof and b"RL.GCRA_SET" in aof and b"RL.WINDOW_HIT" in aof
+    assert b"RL.POLICY_PUT" in aof and b"RL.GCRA_SET" in aof and b"RL.WINDOW_HIT" in aof
     assert b"$6\r\nPOLICY\r\n" not in aof
 
 
 # ------------------------------------------------------ corrupt RDB aux data
+NODE0 = b"\x05\x28" + b"0" * 40  # the node id as an RDB string
 @pytest.mark.parametrize("patch,needle", [
-    ((b"pppppppp\x02\x02\x02\x05", b"pppppppp\x02\x03\x02\x05"), "field policy kind = 3, not in [1, 2]"),
-    ((b"pppppppp\x02\x02\x02\x05", b"pppppppp\x02\x02\x02\x00"), "policy 'pppppppp' (WINDOW 0 60000 burst 0) is out of range"),
+    # encver 2: name, stamp, node id ("0" * 40 outside cluster mode), deleted, kind, rate, period, burst
+    ((NODE0 + b"\x02\x00\x02\x02\x02\x05", NODE0 + b"\x02\x00\x02\x03\x02\x05"),
+     "field policy kind = 3, not in [1, 2]"),
+    ((NODE0 + b"\x02\x00\x02\x02\x02\x05", NODE0 + b"\x02\x00\x02\x02\x02\x00"),
+     "policy 'pppppppp' (WINDOW 0 60000 burst 0) is out of range"),
+    ((NODE0 + b"\x02\x00\x02\x02", NODE0 + b"\x02\x02\x02\x02"), "field policy deleted = 2, not in [0, 1]"),
+    ((NODE0 + b"\x02\x00\x02\x02", NODE0 + b"\x02\x01\x02\x02"), "field policy kind = 2, not in [0, 0]"),
+    ((b"\x05\x28" + b"0" * 40, b"\x05\x27" + b"0" * 40), "policy node id of 39 bytes"),
     ((b"\x02\x01\x05\x08pppppppp", b"\x02\x02\x05\x08pppppppp"), "truncated at field policy name"),
     ((b"\x05\x08pppppppp", b"\x05\x00pppppppp"), "policy name of 0 bytes"),
-], ids=["kind", "range", "count", "name"])
+], ids=["kind", "range", "deleted", "tombstone-kind", "node", "count", "name"])
 def test_corrupt_policy_table_fails_the_load(servers, patch, needle):
-    s = servers.new(config={"rdbchecksum": "no"})  # checksum 0: the patched file is read, not refused
+    # checksum 0: the patched file is read, not refused; uncompressed: the node id is found
+    s = servers.new(config={"rdbchecksum": "no", "rdbcompression": "no"})
     c = s.client()
     c.execute_command("RL.POLICY_SET", "pppppppp", "WINDOW", 5, MIN)
     c.set("plain", "x")
