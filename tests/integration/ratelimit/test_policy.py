@@ -382,3 +382,55 @@ def test_corrupt_policy_table_fails_the_load(servers, patch, needle):
     open(path, "wb").write(data)
     s.start()
     assert policies(s.client()) == {b"pppppppp": [b"WINDOW", 5, MIN]}
+
+
+# ------------------------------------------------- versions (RL.POLICY_PUT)
+def test_policy_put_keeps_only_newer_versions_and_checks_every_field(servers):
+    s = servers.new()  # internal commands open (conftest)
+    c = s.client()
+    node = "a" * 40
+    assert c.execute_command("RL.POLICY_PUT", "v", 100, node, "GCRA", 5, 1000, 0) == 1
+    assert c.execute_command("RL.POLICY_PUT", "v", 99, "z" * 40, "GCRA", 6, 1000, 0) == 0  # older
+    assert c.execute_command("RL.POLICY_PUT", "v", 100, "b" * 40, "WINDOW", 6, 1000, 0) == 1  # same ms, larger node
+    assert c.execute_command("RL.POLICY_GET", "v") == [b"WINDOW", 6, 1000]
+    assert c.execute_command("RL.POLICY_PUT", "v", 101, node, "DELETED", 0, 0, 0) == 1
+    assert c.execute_command("RL.POLICY_GET", "v") is None
+    assert c.execute_command("RL.POLICY_LIST") == []
+    info = c.info("mcaptcha_cache_ratelimit")
+    assert info["mcaptcha_cache_rl_policies"] == 0 and info["mcaptcha_cache_rl_policy_entries"] == 1
+    # a SET after the tombstone wins over it even with a clock behind the stamp
+    c.execute_command("RL.POLICY_PUT", "w", 2 ** 62, node, "GCRA", 1, 1000, 0)
+    c.execute_command("RL.POLICY_SET", "w", "GCRA", 2, 1000)
+    assert c.execute_command("RL.POLICY_GET", "w") == [b"GCRA", 2, 1000]
+    bad = [
+        ("", 1, node, "GCRA", 1, 1000, 0),           # empty name
+        ("x", 1, "a" * 39, "GCRA", 1, 1000, 0),      # node id of 39 bytes
+        ("x", -1, node, "GCRA", 1, 1000, 0),         # negative stamp
+        ("x", 1, node, "OTHER", 1, 1000, 0),         # kind
+        ("x", 1, node, "GCRA", 0, 1000, 0),          # rate 0
+        ("x", 1, node, "WINDOW", 1, 1000, 3),        # a window with a burst
+        ("x", 1, node, "DELETED", 1, 0, 0),          # a tombstone with a definition
+        ("x", 1, "a" * 39 + " ", "GCRA", 1, 1000, 0),  # a node id byte outside printable ASCII
+    ]
+    for args in bad:
+        with pytest.raises(redis.ResponseError, match="invalid policy version"):
+            c.execute_command("RL.POLICY_PUT", *args)
+    with pytest.raises(redis.ResponseError, match="wrong number"):
+        c.execute_command("RL.POLICY_PUT", "x", 1, node, "GCRA", 1, 1000)
+    assert c.execute_command("RL.POLICY_GET", "x") is None
+    info2 = c.info("mcaptcha_cache_ratelimit")
+    assert info2["mcaptcha_cache_rl_policy_entries"] == 2
+
+
+def test_versions_survive_a_restart_and_the_digest_with_them(servers):
+    s = servers.new(save="3600 1")
+    c = s.client()
+    c.execute_command("RL.POLICY_SET", "a", "GCRA", 3, 1000)
+    c.execute_command("RL.POLICY_SET", "b", "WINDOW", 3, 1000)
+    c.execute_command("RL.POLICY_DEL", "b")
+    before = c.info("mcaptcha_cache_ratelimit")
+    s.save_now()
+    s.restart()
+    after = s.client().info("mcaptcha_cache_ratelimit")
+    for f in ("rl_policy_digest", "rl_policy_entries", "rl_policies"):
+        assert after["mcaptcha_cache_" + f] == before["mcaptcha_cache_" + f]
