@@ -56,6 +56,7 @@ void rl_replicate_hit(RedisModuleCtx *ctx, RedisModuleString *keyname, uint64_t 
                       uint64_t at_ms, uint64_t cost) {
     mc_dec w = mc_dec_of((long long)window_ms), n = mc_dec_of((long long)limit), at = mc_dec_of((long long)at_ms);
     mc_iarg c = mc_iarg_of((long long)cost); /* most often 1: shared */
+    RedisModule_SignalModifiedKey(ctx, keyname); /* a write signals its key (module.c) */
     RedisModule_Replicate(ctx, CMD_WINDOW_HIT_NAME, "sbbbss", keyname, MC_DEC_ARG(w), MC_DEC_ARG(n), MC_DEC_ARG(at), c.s,
                           mc_shared_int(0));
     mc_iarg_release(&c);
@@ -72,6 +73,7 @@ void rl_store_gcra(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleString *
     }
     v->tat_us = tat;
     v->params = *p;
+    RedisModule_SignalModifiedKey(ctx, keyname); /* a write signals its key (module.c) */
     mc_dec t = mc_dec_of((long long)tat), e = mc_dec_of((long long)p->emission_us), n = mc_dec_of((long long)p->limit);
     RedisModule_Replicate(ctx, CMD_GCRA_SET, "sbbb", keyname, MC_DEC_ARG(t), MC_DEC_ARG(e), MC_DEC_ARG(n));
     expire_with_lag(ctx, key, keyname, gcra_expire_at_ms(v), lag_ms);

@@ -390,12 +390,14 @@ static int Refund_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, in
             size_t na;
             RedisModuleString **args = window_state_args(v, &na);
             RedisModule_Replicate(ctx, CMD_WINDOW_SET, "sv", argv[1], args, na);
+            RedisModule_SignalModifiedKey(ctx, argv[1]); /* a write signals its key (module.c) */
             mc_free_args(args, na);
         }
     }
     if (now_empty) {
         RedisModule_DeleteKey(key);
         RedisModule_Replicate(ctx, "DEL", "s", argv[1]);
+        RedisModule_SignalModifiedKey(ctx, argv[1]); /* a write signals its key (module.c) */
     }
     RedisModule_CloseKey(key);
     if (given) waitq_kick(ctx, argv[1]);
