@@ -51,8 +51,12 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) 
     /* First: the families start with the configs' final values (e.g. the
      * fencing margin of the start, lock_cmd_register). */
     if (mc_config_register(ctx, argv, argc) == REDISMODULE_ERR) return REDISMODULE_ERR;
-    /* Corrupt RDB/RESTORE payloads must give an error, not a server panic. */
-    RedisModule_SetModuleOptions(ctx, REDISMODULE_OPTIONS_HANDLE_IO_ERRORS);
+    /* Corrupt RDB/RESTORE payloads must give an error, not a server panic.
+     * A key opened for writing is not signalled as modified on close: every
+     * write signals its key itself (RedisModule_SignalModifiedKey), so a
+     * refused or no-op command aborts no WATCH and invalidates no CLIENT
+     * TRACKING cache (the option exists since Redis 6.2). */
+    RedisModule_SetModuleOptions(ctx, REDISMODULE_OPTIONS_HANDLE_IO_ERRORS | REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED);
     mc_clock_init();
     mc_shared_ints_init();
 
