@@ -434,3 +434,20 @@ def test_versions_survive_a_restart_and_the_digest_with_them(servers):
     after = s.client().info("mcaptcha_cache_ratelimit")
     for f in ("rl_policy_digest", "rl_policy_entries", "rl_policies"):
         assert after["mcaptcha_cache_" + f] == before["mcaptcha_cache_" + f]
+
+
+def test_policy_put_is_internal_by_default(servers):
+    s = servers.new(module_args=())
+    c = s.client()
+    with pytest.raises(redis.ResponseError, match="RL.POLICY_PUT is internal"):
+        c.execute_command("RL.POLICY_PUT", "x", 1, "a" * 40, "GCRA", 1, 1000, 0)
+    assert c.execute_command("RL.POLICY_LIST") == []
+    assert c.info("mcaptcha_cache_ratelimit")["mcaptcha_cache_rl_policy_entries"] == 0
+    # yet a replica applies it from its primary's stream
+    replica = servers.replica_of(s, module_args=())
+    c.execute_command("RL.POLICY_SET", "x", "GCRA", 1, 1000)
+    wait_replicas_synced(s, [replica])
+    rc = replica.client()
+    assert rc.execute_command("RL.POLICY_GET", "x") == [b"GCRA", 1, 1000]
+    assert rc.info("mcaptcha_cache_ratelimit")["mcaptcha_cache_rl_policy_digest"] == \
+        c.info("mcaptcha_cache_ratelimit")["mcaptcha_cache_rl_policy_digest"]
