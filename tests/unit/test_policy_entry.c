@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -98,12 +99,55 @@ static void test_wire(void **state) {
     assert_int_equal(policy_wire_get(wide, n, &name, &len, &got, &used), -1);
 }
 
+/* Random and mutated bytes: never read past `avail`, and whatever is accepted
+ * is valid and re-encodes to exactly the bytes read. */
+static void test_wire_random(void **state) {
+    (void)state;
+    uint64_t x = 88172645463325252ULL;
+    unsigned char seed[POLICY_WIRE_MAX];
+    policy_entry e = live(1700000000000ULL, 'c', 9);
+    size_t seed_len = policy_wire_put(seed, "name", 4, &e);
+    int accepted = 0;
+    for (int round = 0; round < 200000; round++) {
+        unsigned char buf[POLICY_WIRE_MAX];
+        size_t n;
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        if (round % 2) { /* the valid entry with one byte changed and a random cut */
+            memcpy(buf, seed, seed_len);
+            buf[x % seed_len] = (unsigned char)(x >> 20);
+            n = (size_t)(x >> 40) % (seed_len + 1);
+        } else {
+            n = (size_t)(x % sizeof(buf));
+            for (size_t i = 0; i < n; i++) {
+                x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+                buf[i] = (unsigned char)x;
+            }
+        }
+        unsigned char *exact = malloc(n ? n : 1); /* so that ASan/valgrind see any read past n */
+        memcpy(exact, buf, n);
+        const char *name;
+        size_t len, used;
+        policy_entry got;
+        if (policy_wire_get(exact, n, &name, &len, &got, &used) == 0) {
+            accepted++;
+            assert_true(used <= n);
+            assert_true(policy_entry_valid(&got));
+            unsigned char again[POLICY_WIRE_MAX];
+            assert_int_equal(policy_wire_put(again, name, len, &got), used);
+            assert_memory_equal(again, exact, used);
+        }
+        free(exact);
+    }
+    assert_true(accepted > 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_order),
         cmocka_unit_test(test_valid),
         cmocka_unit_test(test_hash),
         cmocka_unit_test(test_wire),
+        cmocka_unit_test(test_wire_random),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
