@@ -25,6 +25,7 @@ decays while states are compared.
 """
 
 import os
+import shutil
 import time
 
 import pytest
@@ -451,3 +452,48 @@ def test_policy_put_is_internal_by_default(servers):
     assert rc.execute_command("RL.POLICY_GET", "x") == [b"GCRA", 1, 1000]
     assert rc.info("mcaptcha_cache_ratelimit")["mcaptcha_cache_rl_policy_digest"] == \
         c.info("mcaptcha_cache_ratelimit")["mcaptcha_cache_rl_policy_digest"]
+
+
+# ------------------------------------------- golden: a table written at encver 1
+GOLDEN = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                      "fixtures", "rdb", "policies-encver1.rdb")
+
+
+def entry_hash(name, stamp, node, deleted, kind, rate, period, burst):
+    """core/policy_entry.c's hash of one version, written out from its definition:
+    FNV-1a 64 over the bus form, then the splitmix64 finaliser."""
+    import struct
+    w = struct.pack("<H", len(name)) + name + struct.pack("<Q", stamp) + node + bytes([deleted, kind]) \
+        + struct.pack("<QQQ", rate, period, burst)
+    h = 0xcbf29ce484222325
+    for b in w:
+        h = ((h ^ b) * 0x100000001b3) & (2 ** 64 - 1)
+    h ^= h >> 30
+    h = (h * 0xbf58476d1ce4e5b9) & (2 ** 64 - 1)
+    h ^= h >> 27
+    h = (h * 0x94d049bb133111eb) & (2 ** 64 - 1)
+    return h ^ (h >> 31)
+
+
+def test_encver1_table_loads_as_versions_of_stamp_0(servers, tmp_path):
+    d = tmp_path / "golden-policies"
+    d.mkdir()
+    shutil.copyfile(GOLDEN, str(d / "dump.rdb"))
+    s = servers.new(name="golden-policies", dir=str(d), save="3600 1")
+    c = s.client()
+    assert policies(c) == {b"api": [b"GCRA", 100, 60000, b"BURST", 20], b"slow": [b"GCRA", 1, 3600000],
+                           b"login": [b"WINDOW", 5, 60000]}
+    info = c.info("mcaptcha_cache_ratelimit")
+    node = b"0" * 40
+    want = (entry_hash(b"api", 0, node, 0, 1, 100, 60000, 20) + entry_hash(b"slow", 0, node, 0, 1, 1, 3600000, 0)
+            + entry_hash(b"login", 0, node, 0, 2, 5, 60000, 0)) % 2 ** 64
+    assert info["mcaptcha_cache_rl_policy_digest"] == "%016x" % want
+    assert info["mcaptcha_cache_rl_policy_entries"] == 3
+    # any write wins over a stamp-0 version; saved at encver 2 and loaded again, the same table
+    c.execute_command("RL.POLICY_SET", "slow", "GCRA", 2, 3600000)
+    before = c.info("mcaptcha_cache_ratelimit")["mcaptcha_cache_rl_policy_digest"]
+    s.save_now()
+    s.restart()
+    c = s.client()
+    assert c.execute_command("RL.POLICY_GET", "slow") == [b"GCRA", 2, 3600000]
+    assert c.info("mcaptcha_cache_ratelimit")["mcaptcha_cache_rl_policy_digest"] == before
