@@ -19,7 +19,8 @@
  * its replicas and AOF, and the RDB holds it (policy.c's aux data); replicas
  * merge bus messages too, without replicating. While clients are paused for
  * writes (FAILOVER, a manual cluster failover) a primary drops ENTRIES: it may
- * not replicate then, and the next digests bring them again.
+ * not replicate then, and the next digests bring them again; so does any node
+ * while it loads an RDB or AOF.
  *
  * Every message is checked before anything is merged: its length, format,
  * count, each entry's lengths and fields (policy_entry_valid); a bad one is
@@ -110,6 +111,7 @@ static void on_digest(RedisModuleCtx *ctx, const char *sender, const unsigned ch
         stat_rejected++;
         return;
     }
+    if (RedisModule_GetContextFlags(ctx) & REDISMODULE_CTX_FLAGS_LOADING) return; /* its table is being replaced */
     uint64_t digest = get_u64(p + 1), entries = get_u64(p + 9);
     if (digest == rl_policy_digest() && entries == rl_policy_entries()) return;
     if (rl_policy_entries() > 0) push_table(ctx, sender); /* it pushes ours back when ours lacks its */
@@ -139,7 +141,9 @@ static void on_entries(RedisModuleCtx *ctx, const unsigned char *p, uint32_t len
     }
     int flags = RedisModule_GetContextFlags(ctx);
     int primary = !(flags & REDISMODULE_CTX_FLAGS_SLAVE);
-    if (primary && RedisModule_AvoidReplicaTraffic()) { /* paused for writes: the next digests bring them again */
+    /* Loading (the table is about to be replaced), or paused for writes (a
+     * primary may not replicate): the next digests bring them again. */
+    if ((flags & REDISMODULE_CTX_FLAGS_LOADING) || (primary && RedisModule_AvoidReplicaTraffic())) {
         stat_deferred++;
         return;
     }

@@ -100,8 +100,8 @@ def test_concurrent_sets_converge_on_one_version(cluster):
     for n in (a, b, c):
         cluster.conn(n).execute_command("RL.POLICY_SET", "race", *defs[n.port])
     wait_agreed(cluster)
-    got = {repr(get(cluster.conn(n), "race")) for n in cluster.nodes}
-    assert len(got) == 1 and eval(got.pop()) in defs.values()
+    got = {tuple(get(cluster.conn(n), "race")) for n in cluster.nodes}
+    assert len(got) == 1 and list(got.pop()) in defs.values()
 
 
 def test_primary_paused_for_writes_takes_the_version_after_the_pause(cluster):
