@@ -9,15 +9,30 @@ table (docs/policies-cluster.md). The tests wait for that state, never for a
 time. One 3x2 cluster (cluster.py) is shared by the file's tests, in order;
 the last one adds a seventh node."""
 
+import os
+import random
+import struct
+import subprocess
 import time
 
 import pytest
-import redis
 
-from cluster import key_slot, names_in_slots, redis_cluster  # noqa: F401 (fixture)
+from cluster import names_in_slots, redis_cluster  # noqa: F401 (fixture)
 
 SECTION = "mcaptcha_cache_ratelimit"
 MIN = 60000
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+LATE = []  # the node test_node_added_later_gets_the_table adds
+
+
+def build_busfake():
+    """make -C tests/busfake; the path of build/busfake/busfake.so."""
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    p = subprocess.run(["make", "--no-print-directory", "-C", os.path.join(REPO, "tests", "busfake")], env=env,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300)
+    path = os.path.join(REPO, "build", "busfake", "busfake.so")
+    assert p.returncode == 0 and os.path.isfile(path), p.stdout.decode("utf-8", "replace")
+    return path
 
 
 @pytest.fixture(scope="module")
@@ -180,13 +195,16 @@ def test_replica_promoted_later_has_the_policies(cluster):
 
 
 def test_node_added_later_gets_the_table(cluster):
-    """Last: the cluster keeps a seventh, slotless node afterwards."""
+    """Last but one: the cluster keeps a seventh, slotless node afterwards, which also
+    loads the test-only tests/busfake module (for the next test)."""
     expected = wait_agreed(cluster)
     assert expected[2] >= 3
     first = cluster.nodes[0]
     config = {"cluster-enabled": "yes", "cluster-config-file": "nodes.conf",
               "cluster-node-timeout": str(cluster.node_timeout_ms)}
+    config["loadmodule"] = build_busfake()
     new = cluster.mgr.new(name="node-late", config=config, save="", appendonly=False, port_offsets=(10000,))
+    LATE.append(new)
     assert table_of(cluster, new)[1] == 0
     cluster.conn(first).execute_command("CLUSTER", "MEET", new.host, new.port)
     everyone = cluster.nodes + [new]
@@ -198,3 +216,60 @@ def test_node_added_later_gets_the_table(cluster):
     # a policy set on the new node (a primary without slots) reaches the others
     nc.execute_command("RL.POLICY_SET", "from-new", "WINDOW", 9, MIN)
     wait_agreed(cluster, nodes=everyone, want=lambda c: get(c, "from-new") == ["WINDOW", 9, MIN])
+
+
+def wire(name, stamp=1, node=b"f" * 40, deleted=0, kind=1, rate=5, period=1000, burst=0):
+    """One entry in the bus form (core/policy_entry.h)."""
+    return struct.pack("<H", len(name)) + name + struct.pack("<Q", stamp) + node + bytes([deleted, kind]) \
+        + struct.pack("<QQQ", rate, period, burst)
+
+
+def entries(*ws, n=None):
+    return b"\x01" + struct.pack("<H", len(ws) if n is None else n) + b"".join(ws)
+
+
+def test_malformed_bus_messages_are_dropped_whole(cluster):
+    """Messages sent under the module's id by tests/busfake from the seventh node:
+    every malformed one is dropped whole and counted on every other node, none
+    crashes a node, and a well-formed one still merges everywhere."""
+    assert LATE, "needs test_node_added_later_gets_the_table"
+    late = LATE[0]
+    others = [n for n in cluster.nodes if n.running()]
+    everyone = others + [late]
+    wait_for(lambda: all(any(v["port"] == late.port and v["link"] == "connected" for v in cluster.cluster_nodes(n))
+                         for n in others), "every node linked to the seventh")
+    lc = cluster.conn(late)
+    rejected = {n.port: cluster.conn(n).info(SECTION)["mcaptcha_cache_rl_policy_sync_rejected"] for n in others}
+    good = wire(b"fake-ok", stamp=2 ** 40)
+    bad = [
+        (1, b""), (1, b"\x01" + b"\x00" * 15), (1, b"\x02" + b"\x00" * 16), (1, b"\x01" + b"\x00" * 17),
+        (2, b""), (2, b"\x01\x00"), (2, b"\x02\x00\x00"), (2, entries(n=5)),
+        (2, entries(good, wire(b"half")[:-1])),                 # a good entry, then a truncated one
+        (2, entries(good, n=2)),                                 # fewer entries than counted
+        (2, entries(good) + b"\x00"),                             # a byte after the last entry
+        (2, entries(wire(b"half", kind=3))),                     # kind 3
+        (2, entries(wire(b"half", rate=0))),                     # out of range
+        (2, entries(wire(b"half", kind=2, burst=4))),            # a window with a burst
+        (2, entries(wire(b"half", deleted=1))),                  # a tombstone with a definition
+        (2, entries(wire(b"half", deleted=2, kind=0, rate=0, period=0))),
+        (2, entries(wire(b"half", node=b"f" * 39 + b" "))),      # a node id byte that is not printable
+        (2, entries(wire(b""))),                                 # an empty name
+        (2, entries(wire(b"n" * 257))),                          # a name of 257 bytes
+        (2, entries(good) + b"\xff" * (1 << 20)),  # 1 MiB of trailing junk
+    ]
+    rng = random.Random(25)
+    for _ in range(200):
+        body = bytes(rng.getrandbits(8) for _ in range(rng.randrange(15, 400)))
+        # type 1: not the 17 bytes of a digest; type 2: counts 65535 entries, never all there
+        bad.append((rng.choice((1, 2)), b"\x01\xff\xff" + body))
+    for typ, payload in bad:
+        assert lc.execute_command("BUSFAKE.SEND", typ, payload) == "OK"
+    lc.execute_command("BUSFAKE.SEND", 2, entries(good))
+    wait_agreed(cluster, nodes=everyone, want=lambda c: get(c, "fake-ok") == ["GCRA", 5, 1000])
+    cluster.check_alive()
+    for n in others:
+        c = cluster.conn(n)
+        wait_for(lambda: c.info(SECTION)["mcaptcha_cache_rl_policy_sync_rejected"] - rejected[n.port] >= len(bad),
+                 "node %d did not count %d rejected messages" % (n.port, len(bad)))
+        assert get(c, "half") is None
+        assert c.ping()
