@@ -131,7 +131,7 @@ OK'''),
 2) (integer) 4
 3) (integer) …
 4) (integer) …'''),
-    "RL.POLICY_SET": ("`OK` (a policy of the same name is replaced). Node-wide, not a key: replicated verbatim, kept in the RDB and the AOF; FLUSHALL keeps it; in a cluster set it on every primary.",
+    "RL.POLICY_SET": ("`OK` (a policy of the same name is replaced). Node-wide, not a key: replicated (as `RL.POLICY_PUT`), kept in the RDB and the AOF; FLUSHALL keeps it; in a cluster it reaches every node over the cluster bus (docs/policies-cluster.md).",
                       "Range errors naming the argument (as `RL.GCRA` / `RL.WINDOW`); `ERR policy name must be 1 to 256 bytes`; `ERR policy type must be GCRA or WINDOW`; `ERR unknown option '…' for RL.POLICY_SET; …`; `ERR burst * period / rate is too large`; `ERR too many policies (at most 65536 per node)`; `ERR policies are kept in the RDB … set aof-use-rdb-preamble yes first` (appendonly yes with aof-use-rdb-preamble no); `READONLY` on a read-only replica.",
                       r'''> RL.POLICY_SET api GCRA 100 60000 BURST 20
 OK
@@ -178,6 +178,9 @@ OK
     "RL.GCRA_SET": ("`OK`. " + INTERNAL, "Range errors naming the field.", "RL.GCRA_SET api:user:42 1700000000000000 600000 100"),
     "RL.WINDOW_HIT": ("Integer: the count after the hits. " + INTERNAL, "Range errors; `ERR width must be 0 (window/256) or 1 (fine)`; `ERR the window's time slot is full`.",
                       "RL.WINDOW_HIT login:1.2.3.4 60000 5 1700000000000 1 0"),
+    "RL.POLICY_PUT": ("Integer `1` when the version was kept (newer than the one held: docs/policies-cluster.md), `0` when older. " + INTERNAL,
+                      "`ERR invalid policy version (RL.POLICY_PUT)`; `ERR too many policies and deleted policies' tombstones …`.",
+                      "RL.POLICY_PUT api 1700000000000 0000000000000000000000000000000000000000 GCRA 100 60000 0"),
     "RL.WINDOW_SET": ("`OK`. " + INTERNAL, "`ERR invalid window state: …`.", "RL.WINDOW_SET login:1.2.3.4 60000 5 1700000000000 0"),
     # ---- locks ----
     "LOCK.ACQUIRE": (

@@ -37,7 +37,8 @@ static void info_callback(RedisModuleInfoCtx *ctx, int for_crash_report) {
     (void)for_crash_report;
     captcha_info(ctx);
     rl_stats_info(ctx);
-    rl_policy_info(ctx); /* a field of the ratelimit section rl_stats_info opened */
+    rl_policy_info(ctx); /* fields of the ratelimit section rl_stats_info opened */
+    rl_policy_sync_info(ctx);
     lock_info(ctx);
 }
 
@@ -51,8 +52,12 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) 
     /* First: the families start with the configs' final values (e.g. the
      * fencing margin of the start, lock_cmd_register). */
     if (mc_config_register(ctx, argv, argc) == REDISMODULE_ERR) return REDISMODULE_ERR;
-    /* Corrupt RDB/RESTORE payloads must give an error, not a server panic. */
-    RedisModule_SetModuleOptions(ctx, REDISMODULE_OPTIONS_HANDLE_IO_ERRORS);
+    /* Corrupt RDB/RESTORE payloads must give an error, not a server panic.
+     * A key opened for writing is not signalled as modified on close: every
+     * write signals its key itself (RedisModule_SignalModifiedKey), so a
+     * refused or no-op command aborts no WATCH and invalidates no CLIENT
+     * TRACKING cache (the option exists since Redis 6.2). */
+    RedisModule_SetModuleOptions(ctx, REDISMODULE_OPTIONS_HANDLE_IO_ERRORS | REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED);
     mc_clock_init();
     mc_shared_ints_init();
 
@@ -68,6 +73,7 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) 
     if (ratelimit_cmd_register(ctx) == REDISMODULE_ERR) return REDISMODULE_ERR;
     if (ratelimit_state_cmd_register(ctx) == REDISMODULE_ERR) return REDISMODULE_ERR;
     if (ratelimit_policy_register(ctx) == REDISMODULE_ERR) return REDISMODULE_ERR;
+    if (ratelimit_policy_sync_register(ctx) == REDISMODULE_ERR) return REDISMODULE_ERR;
     if (lock_type_register(ctx) == REDISMODULE_ERR) return REDISMODULE_ERR;
     if (lock_cmd_register(ctx) == REDISMODULE_ERR) return REDISMODULE_ERR;
     if (RedisModule_RegisterInfoFunc(ctx, info_callback) == REDISMODULE_ERR) return REDISMODULE_ERR;

@@ -156,7 +156,7 @@ static int AddCaptcha_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv
         } else {
             RedisModule_ModuleTypeSetValue(key, CaptchaType, c);
             replicate_captcha_state(ctx, keyname, c);
-            captcha_touched(ctx, argv[1]);
+            captcha_touched(ctx, argv[1], keyname);
             cstats.added++;
             RedisModule_ReplyWithSimpleString(ctx, "OK");
         }
@@ -202,7 +202,7 @@ static int AddVisitor_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv
             RedisModule_ReplyWithStringBuffer(ctx, buf, n);
             mc_dec at = mc_dec_of((long long)c->visits.last_ms);
             RedisModule_Replicate(ctx, CMD_VISIT_AT, "sb", keyname, MC_DEC_ARG(at));
-            captcha_touched(ctx, argv[1]);
+            captcha_touched(ctx, argv[1], keyname);
             cstats.visits++;
         }
     }
@@ -270,7 +270,7 @@ static int DeleteCaptcha_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **a
         } else {
             RedisModule_DeleteKey(key);
             RedisModule_Replicate(ctx, "DEL", "s", keyname);
-            captcha_touched(ctx, argv[1]);
+            captcha_touched(ctx, argv[1], keyname);
             cstats.deleted++;
             RedisModule_ReplyWithSimpleString(ctx, "OK");
         }
@@ -321,8 +321,8 @@ static int RenameCaptcha_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **a
     if (expire_at != REDISMODULE_NO_EXPIRE) RedisModule_SetAbsExpire(to, expire_at);
     RedisModule_DeleteKey(from);
     RedisModule_Replicate(ctx, "RENAME", "ss", oldname, newname);
-    captcha_touched(ctx, argv[1]);
-    captcha_touched(ctx, argv[2]);
+    captcha_touched(ctx, argv[1], oldname);
+    captcha_touched(ctx, argv[2], newname);
     RedisModule_ReplyWithSimpleString(ctx, "OK");
 out:
     RedisModule_CloseKey(from);
@@ -369,7 +369,7 @@ static int AddChallenge_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **ar
                    at = mc_dec_of(expire_at);
             RedisModule_Replicate(ctx, CMD_CHALLENGE_SET, "sbbcb", keyname, MC_DEC_ARG(f), MC_DEC_ARG(d), "PXAT",
                                   MC_DEC_ARG(at));
-            captcha_touched(ctx, argv[1]);
+            captcha_touched(ctx, argv[1], keyname);
             cstats.challenges_added++;
             RedisModule_ReplyWithSimpleString(ctx, "OK");
         }
@@ -411,7 +411,7 @@ static int take_challenge(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
             }
             RedisModule_DeleteKey(key);
             RedisModule_Replicate(ctx, "DEL", "s", keyname);
-            captcha_touched(ctx, argv[1]);
+            captcha_touched(ctx, argv[1], keyname);
             if (reply_value) cstats.challenges_served++;
             else cstats.challenges_deleted++;
         }

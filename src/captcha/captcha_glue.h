@@ -62,7 +62,7 @@ challenge *challenge_unreadable(const char *bytes, size_t len);
 
 /* CLIENT TRACKING / WATCH (tracking.c): signal the captcha name a public
  * command declared, or the name inside a derived key (internal commands). */
-void captcha_touched(RedisModuleCtx *ctx, RedisModuleString *name);
+void captcha_touched(RedisModuleCtx *ctx, RedisModuleString *name, RedisModuleString *key);
 void captcha_touched_key(RedisModuleCtx *ctx, RedisModuleString *key);
 
 /* COMMAND DOCS metadata of the family (captcha_info.c). */

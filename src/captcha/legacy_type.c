@@ -116,6 +116,7 @@ static void delete_if(RedisModuleCtx *ctx, RedisModuleString *name, RedisModuleT
                      : kt == REDISMODULE_KEYTYPE_STRING;
     if (match) {
         RedisModule_DeleteKey(key);
+        RedisModule_SignalModifiedKey(ctx, name);
         RedisModule_Replicate(ctx, "DEL", "s", name);
     }
     RedisModule_CloseKey(key);

@@ -8,13 +8,20 @@
  * that cached MCAPTCHA_CACHE.GET name would never hear of an ADD_VISITOR.
  * Every write therefore also signals the declared name. On replicas and while
  * loading the AOF the internal commands carry only the derived key; the name
- * is recovered from it. (GET also changes with time alone, as visits leave:
+ * is recovered from it.
+ *
+ * The module sets REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED (module.c):
+ * Redis no longer signals a key because it was opened for writing, so a
+ * command that writes nothing (a refused or no-op call) aborts no WATCH and
+ * invalidates no tracking client. The derived key that a write changed is
+ * signalled here too, with the name. (GET also changes with time alone, as visits leave:
  * invalidation covers writes, not decay -- docs/protocol.md.) */
 #include "captcha/captcha_glue.h"
 
 #include <string.h>
 
-void captcha_touched(RedisModuleCtx *ctx, RedisModuleString *name) {
+void captcha_touched(RedisModuleCtx *ctx, RedisModuleString *name, RedisModuleString *key) {
+    RedisModule_SignalModifiedKey(ctx, key);
     RedisModule_SignalModifiedKey(ctx, name);
 }
 
@@ -41,6 +48,7 @@ static int name_span(const char *k, size_t len, const char *prefix, int challeng
 
 void captcha_touched_key(RedisModuleCtx *ctx, RedisModuleString *key) {
     size_t len, off, n;
+    RedisModule_SignalModifiedKey(ctx, key);
     const char *k = RedisModule_StringPtrLen(key, &len);
     if (name_span(k, len, CAPTCHA_KEY_PREFIX, 0, &off, &n) != 0 &&
         name_span(k, len, CHALLENGE_KEY_PREFIX, 1, &off, &n) != 0)

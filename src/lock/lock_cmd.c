@@ -232,6 +232,7 @@ static int LockState_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv,
     else
         lease_arm(ctx, argv[1], l, mc_now_ms());
     RedisModule_CloseKey(key);
+    RedisModule_SignalModifiedKey(ctx, argv[1]); /* a write signals its key (module.c) */
     RedisModule_ReplicateVerbatim(ctx);
     return RedisModule_ReplyWithSimpleString(ctx, "OK");
 }

@@ -87,6 +87,7 @@ static void replicate_state(RedisModuleCtx *ctx, RedisModuleString *keyname, con
 }
 
 void lock_commit(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleString *keyname, lockv *l, uint64_t now_ms) {
+    RedisModule_SignalModifiedKey(ctx, keyname); /* a write signals its key (module.c) */
     if (l->ephemeral && l->nholders == 0) {
         RedisModule_DeleteKey(key);
         RedisModule_Replicate(ctx, "DEL", "s", keyname); /* its lease entry went with the value */
@@ -98,6 +99,7 @@ void lock_commit(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleString *ke
 
 void lock_commit_verbatim(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleString *keyname, lockv *l,
                           uint64_t now_ms, int ctx_flags) {
+    RedisModule_SignalModifiedKey(ctx, keyname); /* a write signals its key (module.c) */
     if (l->ephemeral && l->nholders == 0) {
         RedisModule_DeleteKey(key);
     } else if (ctx_flags & REDISMODULE_CTX_FLAGS_SLAVE) {

@@ -67,6 +67,7 @@ void rl_replicate_hit(RedisModuleCtx *ctx, RedisModuleString *keyname, uint64_t 
                       uint64_t at_ms, uint64_t cost, int width) {
     mc_dec w = mc_dec_of((long long)window_ms), n = mc_dec_of((long long)limit), at = mc_dec_of((long long)at_ms);
     mc_iarg c = mc_iarg_of((long long)cost); /* most often 1: shared */
+    RedisModule_SignalModifiedKey(ctx, keyname); /* a write signals its key (module.c) */
     RedisModule_Replicate(ctx, CMD_WINDOW_HIT_NAME, "sbbbss", keyname, MC_DEC_ARG(w), MC_DEC_ARG(n), MC_DEC_ARG(at), c.s,
                           mc_shared_int(width));
     mc_iarg_release(&c);
@@ -83,6 +84,7 @@ void rl_store_gcra(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleString *
     }
     v->tat_us = tat;
     v->params = *p;
+    RedisModule_SignalModifiedKey(ctx, keyname); /* a write signals its key (module.c) */
     mc_dec t = mc_dec_of((long long)tat), e = mc_dec_of((long long)p->emission_us), n = mc_dec_of((long long)p->limit);
     RedisModule_Replicate(ctx, CMD_GCRA_SET, "sbbb", keyname, MC_DEC_ARG(t), MC_DEC_ARG(e), MC_DEC_ARG(n));
     expire_with_lag(ctx, key, keyname, gcra_expire_at_ms(v), lag_ms);
@@ -141,6 +143,7 @@ void rl_replicate_window_state(RedisModuleCtx *ctx, RedisModuleString *keyname, 
     size_t na;
     RedisModuleString **args = window_state_args(v, &na);
     RedisModule_Replicate(ctx, CMD_WINDOW_SET, "sv", keyname, args, na);
+    RedisModule_SignalModifiedKey(ctx, keyname); /* a write signals its key (module.c) */
     mc_free_args(args, na);
 }
 
@@ -191,6 +194,7 @@ static int eval_window(RedisModuleCtx *ctx, RedisModuleString *keyname, const rl
         if (sw_slots(&tmp) == 0) {
             RedisModule_DeleteKey(key);
             RedisModule_Replicate(ctx, "DEL", "s", keyname);
+            RedisModule_SignalModifiedKey(ctx, keyname); /* a write signals its key (module.c) */
             sw_free(&tmp);
             hits = NULL;
         } else {

@@ -6,15 +6,24 @@
  *   RL.POLICY_SET <name> GCRA <rate> <period ms> [BURST <capacity>]
  *   RL.POLICY_SET <name> WINDOW <limit> <window ms>
  *   RL.POLICY_GET <name>      RL.POLICY_DEL <name>      RL.POLICY_LIST
+ *   RL.POLICY_PUT <name> <stamp ms> <node id> GCRA|WINDOW|DELETED <rate> <period ms> <burst>   (internal)
  *
- * Policies are node-wide, like Redis Functions, not keys: FLUSHALL keeps them,
- * a cluster needs them on every primary. SET and DEL replicate verbatim (so the
- * AOF has them too); the RDB carries the table as module aux data of the type
- * `mcap-plcy`, written before the keys:
+ * Policies are node-wide, like Redis Functions, not keys: FLUSHALL keeps them.
+ * In a cluster every node holds the same table (policy_sync.c carries it over
+ * the cluster bus): each entry is a version (core/policy_entry.h: stamp, the
+ * writing node's id) and the newer version of a name wins everywhere; a
+ * deletion leaves a tombstone so that it wins too. SET and DEL replicate as the
+ * version they wrote (RL.POLICY_PUT, so replicas and the AOF hold the same
+ * stamps and the table's digest is the same on every node); so does a version
+ * a primary takes from the bus. The RDB carries the table as module aux data of
+ * the type `mcap-plcy`, written before the keys:
  *   encver 1: count, then per policy: name (string), kind, rate, period_ms, burst
- * The aux loader checks every read and field and builds a new table, which
- * replaces the old one only when all of it loaded: after DEBUG RELOAD, a
- * restart or a replica's full sync the node has exactly the file's policies.
+ *   encver 2: count, then per entry: name, stamp_ms, node id (string, 40 bytes),
+ *             deleted, kind (0 for a tombstone), rate, period_ms, burst
+ * (encver 1 loads as versions of stamp 0 from node "000...0".) The aux loader
+ * checks every read and field and builds a new table, which replaces the old
+ * one only when all of it loaded: after DEBUG RELOAD, a restart or a replica's
+ * full sync the node has exactly the file's entries.
  * The table is written even when empty (aux_save, not 7.2's aux_save2, which
  * skips an empty one -- then a load would not run aux_load and could not clear
  * a stale table): an RDB written here needs the module, as one with its keys does.
@@ -30,14 +39,112 @@
 #include <strings.h>
 
 #include "core/bucket.h"
+#include "core/policy_entry.h"
 #include "ratelimit/ratelimit_glue.h"
 #include "server/args.h"
+#include "server/clock.h"
+#include "server/internal.h"
 #include "server/rdb_load.h"
 
 #define SHOWN_NAME_MAX 64 /* bytes of a name quoted in an error */
 
-static RedisModuleDict *policies; /* name -> policy_def (RedisModule_Alloc) */
+#define CMD_POLICY_PUT "RL.POLICY_PUT"
+
+static RedisModuleDict *policies; /* name -> policy_entry (RedisModule_Alloc), tombstones included */
+static uint64_t live_count;       /* entries that are not tombstones */
+static uint64_t table_digest;     /* sum of policy_entry_hash over every entry */
 static RedisModuleType *PolicyType;
+
+rl_policy_changed_fn rl_policy_changed_hook;
+
+/* Add (sign 1) or take out (-1) one entry's share of a table's count and digest. */
+static void account(uint64_t *live, uint64_t *digest, const char *name, size_t len, const policy_entry *e, int sign) {
+    uint64_t h = policy_entry_hash(name, len, e);
+    if (sign > 0) {
+        *digest += h;
+        *live += !e->deleted;
+    } else {
+        *digest -= h;
+        *live -= !e->deleted;
+    }
+}
+
+/* This node's id for the versions it writes: the cluster node id, or 40 '0'
+ * outside cluster mode. */
+static void my_node(char out[POLICY_NODE_ID_LEN]) {
+    const char *me = RedisModule_GetMyClusterID ? RedisModule_GetMyClusterID() : NULL;
+    if (me) memcpy(out, me, POLICY_NODE_ID_LEN);
+    else memset(out, '0', POLICY_NODE_ID_LEN);
+}
+
+/* The stamp of a version written now over `have` (NULL: none): the clock, but
+ * always after the version it replaces, so a change made after seeing a
+ * version wins over it whatever the nodes' clocks say. */
+static uint64_t next_stamp(const policy_entry *have, uint64_t now_ms) {
+    return have && have->stamp_ms >= now_ms ? have->stamp_ms + 1 : now_ms;
+}
+
+/* Store `e` as the version of `name`, replacing the one held. 0, or -1 when
+ * the name is new and the table holds POLICY_ENTRIES_MAX entries. */
+static int store(const char *name, size_t len, const policy_entry *e) {
+    policy_entry *have = RedisModule_DictGetC(policies, (void *)name, len, NULL);
+    if (have) {
+        account(&live_count, &table_digest, name, len, have, -1);
+        *have = *e;
+    } else {
+        if (RedisModule_DictSize(policies) >= POLICY_ENTRIES_MAX) return -1;
+        have = RedisModule_Alloc(sizeof(*have));
+        *have = *e;
+        RedisModule_DictSetC(policies, (void *)name, len, have);
+    }
+    account(&live_count, &table_digest, name, len, have, 1);
+    return 0;
+}
+
+/* Replicate the version `e` of `name` (to the replicas and the AOF). */
+static void replicate_put(RedisModuleCtx *ctx, const char *name, size_t len, const policy_entry *e) {
+    const char *kind = e->deleted ? "DELETED" : e->def.kind == POLICY_GCRA ? "GCRA" : "WINDOW";
+    RedisModule_Replicate(ctx, CMD_POLICY_PUT, "blbclll", name, len, (long long)e->stamp_ms, e->node,
+                          (size_t)POLICY_NODE_ID_LEN, kind, (long long)e->def.rate, (long long)e->def.period_ms,
+                          (long long)e->def.burst);
+}
+
+/* Whether the running command is a replay (from the primary or the AOF). */
+static int replayed(RedisModuleCtx *ctx) {
+    return (RedisModule_GetContextFlags(ctx) & (REDISMODULE_CTX_FLAGS_REPLICATED | REDISMODULE_CTX_FLAGS_LOADING)) != 0;
+}
+
+/* A version written here by a command: stored already; replicate it and tell
+ * the cluster (unless replayed: the writer told it). */
+static void wrote(RedisModuleCtx *ctx, const char *name, size_t len, const policy_entry *e) {
+    replicate_put(ctx, name, len, e);
+    if (!replayed(ctx) && rl_policy_changed_hook) rl_policy_changed_hook(ctx, name, len, e);
+}
+
+int rl_policy_merge(RedisModuleCtx *ctx, const char *name, size_t len, const policy_entry *e, int replicate) {
+    policy_entry *have = RedisModule_DictGetC(policies, (void *)name, len, NULL);
+    if (have && policy_entry_cmp(e, have) <= 0) return 0;
+    if (store(name, len, e) != 0) return -1;
+    if (replicate) replicate_put(ctx, name, len, e);
+    return 1;
+}
+
+uint64_t rl_policy_digest(void) {
+    return table_digest;
+}
+
+uint64_t rl_policy_entries(void) {
+    return RedisModule_DictSize(policies);
+}
+
+void rl_policy_foreach(void (*fn)(const char *name, size_t len, const policy_entry *e, void *arg), void *arg) {
+    RedisModuleDictIter *it = RedisModule_DictIteratorStartC(policies, "^", NULL, 0);
+    size_t len;
+    char *name;
+    policy_entry *e;
+    while ((name = RedisModule_DictNextC(it, &len, (void **)&e)) != NULL) fn(name, len, e, arg);
+    RedisModule_DictIteratorStop(it);
+}
 
 /* Free a table and its definitions. */
 static void free_table(RedisModuleDict *d) {
@@ -71,7 +178,8 @@ int rl_policy_resolve_or_reply(RedisModuleCtx *ctx, RedisModuleString *name, pol
                                policy_def *out) {
     size_t len;
     const char *p = RedisModule_StringPtrLen(name, &len);
-    policy_def *d = RedisModule_DictGet(policies, name, NULL);
+    policy_entry *e = RedisModule_DictGet(policies, name, NULL);
+    policy_def *d = e && !e->deleted ? &e->def : NULL;
     char shown[SHOWN_NAME_MAX + 4], buf[256];
     if (d == NULL) {
         show_name(p, len, shown);
@@ -147,16 +255,18 @@ static int parse_def_or_reply(RedisModuleCtx *ctx, RedisModuleString **argv, int
 static int PolicySet_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc < 5) return RedisModule_WrongArity(ctx);
     size_t len;
-    RedisModule_StringPtrLen(argv[1], &len);
+    const char *name = RedisModule_StringPtrLen(argv[1], &len);
     if (len < 1 || len > POLICY_NAME_MAX) return RedisModule_ReplyWithError(ctx, "ERR policy name must be 1 to 256 bytes");
     policy_def d;
     if (parse_def_or_reply(ctx, argv, argc, &d) != 0) return REDISMODULE_OK;
-    policy_def *have = RedisModule_DictGet(policies, argv[1], NULL);
-    if (have == NULL && RedisModule_DictSize(policies) >= POLICY_COUNT_MAX)
+    policy_entry *have = RedisModule_DictGet(policies, argv[1], NULL);
+    if ((have == NULL || have->deleted) && live_count >= POLICY_COUNT_MAX)
         return RedisModule_ReplyWithError(ctx, "ERR too many policies (at most 65536 per node)");
+    if (have == NULL && RedisModule_DictSize(policies) >= POLICY_ENTRIES_MAX)
+        return RedisModule_ReplyWithError(ctx, "ERR too many policies and deleted policies' tombstones (at most "
+                                               "131072 names per node)");
     /* Replayed from the primary or the AOF: what was accepted there is kept. */
-    int replayed = RedisModule_GetContextFlags(ctx) & (REDISMODULE_CTX_FLAGS_REPLICATED | REDISMODULE_CTX_FLAGS_LOADING);
-    int no_preamble = replayed ? 0 : aof_without_preamble(ctx);
+    int no_preamble = replayed(ctx) ? 0 : aof_without_preamble(ctx);
     if (no_preamble < 0)
         RedisModule_Log(ctx, "warning", "mcaptcha_cache: RL.POLICY_SET could not read aof-use-rdb-preamble (CONFIG "
                         "renamed?); stored policies survive an AOF rewrite only with the RDB preamble (yes, the "
@@ -165,14 +275,13 @@ static int PolicySet_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv,
         return RedisModule_ReplyWithError(ctx, "ERR policies are kept in the RDB (and the AOF's RDB preamble), but "
                                                "appendonly is yes with aof-use-rdb-preamble no: an AOF rewrite would "
                                                "drop them; set aof-use-rdb-preamble yes first");
-    if (have) {
-        *have = d;
-    } else {
-        policy_def *v = RedisModule_Alloc(sizeof(*v));
-        *v = d;
-        RedisModule_DictSet(policies, argv[1], v);
-    }
-    RedisModule_ReplicateVerbatim(ctx);
+    policy_entry e;
+    memset(&e, 0, sizeof(e));
+    e.def = d;
+    e.stamp_ms = next_stamp(have, mc_now_ms());
+    my_node(e.node);
+    store(name, len, &e); /* cannot fail: the name is held, or there is room */
+    wrote(ctx, name, len, &e);
     return RedisModule_ReplyWithSimpleString(ctx, "OK");
 }
 
@@ -182,8 +291,9 @@ static int PolicySet_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv,
  * or nil when there is no such policy. */
 static int PolicyGet_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc != 2) return RedisModule_WrongArity(ctx);
-    policy_def *d = RedisModule_DictGet(policies, argv[1], NULL);
-    if (d == NULL) return RedisModule_ReplyWithNull(ctx);
+    policy_entry *e = RedisModule_DictGet(policies, argv[1], NULL);
+    if (e == NULL || e->deleted) return RedisModule_ReplyWithNull(ctx);
+    const policy_def *d = &e->def;
     RedisModule_ReplyWithArray(ctx, d->burst ? 5 : 3);
     const char *w = kind_word(d->kind);
     RedisModule_ReplyWithStringBuffer(ctx, w, strlen(w));
@@ -197,14 +307,56 @@ static int PolicyGet_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv,
 }
 
 /* RL.POLICY_DEL <name>
- * Removes the policy. Reply: 1, or 0 when there was none (nothing replicated).
- * Keys limited under it keep their state; later calls naming it are refused. */
+ * Removes the policy (a tombstone stays, so that the deletion wins over older
+ * versions elsewhere in a cluster). Reply: 1, or 0 when there was none
+ * (nothing replicated). Keys limited under it keep their state; later calls
+ * naming it are refused. */
 static int PolicyDel_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc != 2) return RedisModule_WrongArity(ctx);
-    void *old = NULL;
-    if (RedisModule_DictDel(policies, argv[1], &old) != REDISMODULE_OK) return RedisModule_ReplyWithLongLong(ctx, 0);
-    RedisModule_Free(old);
+    policy_entry *have = RedisModule_DictGet(policies, argv[1], NULL);
+    if (have == NULL || have->deleted) return RedisModule_ReplyWithLongLong(ctx, 0);
+    size_t len;
+    const char *name = RedisModule_StringPtrLen(argv[1], &len);
+    policy_entry e;
+    memset(&e, 0, sizeof(e));
+    e.deleted = 1;
+    e.stamp_ms = next_stamp(have, mc_now_ms());
+    my_node(e.node);
+    store(name, len, &e);
+    wrote(ctx, name, len, &e);
+    return RedisModule_ReplyWithLongLong(ctx, 1);
+}
+
+/* RL.POLICY_PUT <name> <stamp ms> <node id> GCRA|WINDOW|DELETED <rate> <period ms> <burst>
+ * Internal (replication and the AOF): one version of a policy, as RL.POLICY_SET,
+ * RL.POLICY_DEL or the cluster bus wrote it; kept when it wins over the version
+ * held (core/policy_entry.h). DELETED takes 0 0 0. Reply: 1 kept, 0 older. */
+static int PolicyPut_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (!mc_internal_allowed_or_reply(ctx, CMD_POLICY_PUT)) return REDISMODULE_OK;
+    if (argc != 8) return RedisModule_WrongArity(ctx);
+    size_t len, nlen;
+    const char *name = RedisModule_StringPtrLen(argv[1], &len);
+    const char *node = RedisModule_StringPtrLen(argv[3], &nlen);
+    policy_entry e;
+    memset(&e, 0, sizeof(e));
+    int ok = len >= 1 && len <= POLICY_NAME_MAX && nlen == POLICY_NODE_ID_LEN;
+    ok = ok && mc_parse_u64(argv[2], 0, INT64_MAX, &e.stamp_ms) == 0;
+    if (ok) memcpy(e.node, node, POLICY_NODE_ID_LEN);
+    if (mc_is_word(argv[4], "GCRA")) e.def.kind = POLICY_GCRA;
+    else if (mc_is_word(argv[4], "WINDOW")) e.def.kind = POLICY_WINDOW;
+    else if (mc_is_word(argv[4], "DELETED")) e.deleted = 1;
+    else ok = 0;
+    ok = ok && mc_parse_u64(argv[5], 0, INT64_MAX, &e.def.rate) == 0 &&
+         mc_parse_u64(argv[6], 0, INT64_MAX, &e.def.period_ms) == 0 &&
+         mc_parse_u64(argv[7], 0, INT64_MAX, &e.def.burst) == 0 && policy_entry_valid(&e);
+    if (!ok) return RedisModule_ReplyWithError(ctx, "ERR invalid policy version (RL.POLICY_PUT)");
+    policy_entry *have = RedisModule_DictGetC(policies, (void *)name, len, NULL);
+    if (have && policy_entry_cmp(&e, have) <= 0) return RedisModule_ReplyWithLongLong(ctx, 0);
+    if (store(name, len, &e) != 0)
+        return RedisModule_ReplyWithError(ctx, "ERR too many policies and deleted policies' tombstones (at most "
+                                               "131072 names per node)");
     RedisModule_ReplicateVerbatim(ctx);
+    if (!replayed(ctx) && rl_policy_changed_hook) rl_policy_changed_hook(ctx, name, len, &e);
     return RedisModule_ReplyWithLongLong(ctx, 1);
 }
 
@@ -213,11 +365,13 @@ static int PolicyDel_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv,
 static int PolicyList_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     (void)argv;
     if (argc != 1) return RedisModule_WrongArity(ctx);
-    RedisModule_ReplyWithArray(ctx, (long)RedisModule_DictSize(policies));
+    RedisModule_ReplyWithArray(ctx, (long)live_count);
     RedisModuleDictIter *it = RedisModule_DictIteratorStartC(policies, "^", NULL, 0);
     size_t len;
     char *name;
-    while ((name = RedisModule_DictNextC(it, &len, NULL)) != NULL) RedisModule_ReplyWithStringBuffer(ctx, name, len);
+    policy_entry *e;
+    while ((name = RedisModule_DictNextC(it, &len, (void **)&e)) != NULL)
+        if (!e->deleted) RedisModule_ReplyWithStringBuffer(ctx, name, len);
     RedisModule_DictIteratorStop(it);
     return REDISMODULE_OK;
 }
@@ -230,30 +384,35 @@ static void PolicyAuxSave(RedisModuleIO *rdb, int when) {
     RedisModuleDictIter *it = RedisModule_DictIteratorStartC(policies, "^", NULL, 0);
     size_t len;
     char *name;
-    policy_def *d;
-    while ((name = RedisModule_DictNextC(it, &len, (void **)&d)) != NULL) {
+    policy_entry *e;
+    while ((name = RedisModule_DictNextC(it, &len, (void **)&e)) != NULL) {
         RedisModule_SaveStringBuffer(rdb, name, len);
-        RedisModule_SaveUnsigned(rdb, (uint64_t)d->kind);
-        RedisModule_SaveUnsigned(rdb, d->rate);
-        RedisModule_SaveUnsigned(rdb, d->period_ms);
-        RedisModule_SaveUnsigned(rdb, d->burst);
+        RedisModule_SaveUnsigned(rdb, e->stamp_ms);
+        RedisModule_SaveStringBuffer(rdb, e->node, POLICY_NODE_ID_LEN);
+        RedisModule_SaveUnsigned(rdb, e->deleted);
+        RedisModule_SaveUnsigned(rdb, (uint64_t)e->def.kind);
+        RedisModule_SaveUnsigned(rdb, e->def.rate);
+        RedisModule_SaveUnsigned(rdb, e->def.period_ms);
+        RedisModule_SaveUnsigned(rdb, e->def.burst);
     }
     RedisModule_DictIteratorStop(it);
 }
 
 /* Load the table into a new dict; on success it replaces the current one (a
  * load never merges), on any bad read or field the load fails, logging which,
- * and the current table stays. */
+ * and the current table stays. encver 1 entries are versions of stamp 0 from
+ * node "000...0", which any later write wins over. */
 static int PolicyAuxLoad(RedisModuleIO *rdb, int encver, int when) {
-    if (encver != POLICY_ENCVER_1 || when != REDISMODULE_AUX_BEFORE_RDB) {
+    if ((encver != POLICY_ENCVER_1 && encver != POLICY_ENCVER_2) || when != REDISMODULE_AUX_BEFORE_RDB) {
         RedisModule_LogIOError(rdb, "warning", "mcaptcha_cache: policy table encoding version %d (when %d) is not one "
-                               "this module reads (%d, before the keys)", encver, when, POLICY_ENCVER_LATEST);
+                               "this module reads (1 to %d, before the keys)", encver, when, POLICY_ENCVER_LATEST);
         return REDISMODULE_ERR;
     }
     RedisModuleDict *loaded = RedisModule_CreateDict(NULL);
-    char *name = NULL;
+    uint64_t loaded_live = 0, loaded_digest = 0;
+    char *name = NULL, *node = NULL;
     uint64_t n;
-    LOAD_FIELD(n, 0, POLICY_COUNT_MAX, "policy count");
+    LOAD_FIELD(n, 0, encver == POLICY_ENCVER_1 ? POLICY_COUNT_MAX : POLICY_ENTRIES_MAX, "policy count");
     for (uint64_t i = 0; i < n; i++) {
         size_t len = 0;
         name = RedisModule_LoadStringBuffer(rdb, &len);
@@ -266,37 +425,63 @@ static int PolicyAuxLoad(RedisModuleIO *rdb, int encver, int when) {
                                    "not 1 to %d", len, POLICY_NAME_MAX);
             goto fail;
         }
-        uint64_t kind;
-        policy_def d;
-        LOAD_FIELD(kind, POLICY_GCRA, POLICY_WINDOW, "policy kind");
-        LOAD_FIELD(d.rate, 0, UINT64_MAX, "policy rate");           /* ranges: policy_check below */
-        LOAD_FIELD(d.period_ms, 0, UINT64_MAX, "policy period_ms");
-        LOAD_FIELD(d.burst, 0, UINT64_MAX, "policy burst");
-        d.kind = (policy_kind)kind;
+        uint64_t kind, deleted = 0;
+        policy_entry e;
+        memset(&e, 0, sizeof(e));
+        memset(e.node, '0', POLICY_NODE_ID_LEN);
+        if (encver == POLICY_ENCVER_2) {
+            LOAD_FIELD(e.stamp_ms, 0, INT64_MAX, "policy stamp_ms");
+            size_t nlen = 0;
+            node = RedisModule_LoadStringBuffer(rdb, &nlen);
+            if (RedisModule_IsIOError(rdb) || node == NULL) {
+                RedisModule_LogIOError(rdb, "warning", "mcaptcha_cache: stored value truncated at field policy node");
+                goto fail;
+            }
+            if (nlen != POLICY_NODE_ID_LEN) {
+                RedisModule_LogIOError(rdb, "warning", "mcaptcha_cache: stored value refused: policy node id of %zu "
+                                       "bytes, not %d", nlen, POLICY_NODE_ID_LEN);
+                goto fail;
+            }
+            memcpy(e.node, node, POLICY_NODE_ID_LEN);
+            RedisModule_Free(node);
+            node = NULL;
+            LOAD_FIELD(deleted, 0, 1, "policy deleted");
+        }
+        LOAD_FIELD(kind, deleted ? 0 : POLICY_GCRA, deleted ? 0 : POLICY_WINDOW, "policy kind");
+        LOAD_FIELD(e.def.rate, 0, UINT64_MAX, "policy rate");           /* ranges: policy_entry_valid below */
+        LOAD_FIELD(e.def.period_ms, 0, UINT64_MAX, "policy period_ms");
+        LOAD_FIELD(e.def.burst, 0, UINT64_MAX, "policy burst");
+        e.def.kind = (policy_kind)kind;
+        e.deleted = (uint8_t)deleted;
         char shown[SHOWN_NAME_MAX + 4];
-        if (policy_check(&d) != POLICY_OK) {
+        if (!policy_entry_valid(&e)) {
             show_name(name, len, shown);
             RedisModule_LogIOError(rdb, "warning", "mcaptcha_cache: stored value refused: policy '%s' (%s %llu %llu "
-                                   "burst %llu) is out of range", shown, kind_word(d.kind), (unsigned long long)d.rate,
-                                   (unsigned long long)d.period_ms, (unsigned long long)d.burst);
+                                   "burst %llu) is out of range", shown, deleted ? "DELETED" : kind_word(e.def.kind),
+                                   (unsigned long long)e.def.rate, (unsigned long long)e.def.period_ms,
+                                   (unsigned long long)e.def.burst);
             goto fail;
         }
-        policy_def *v = RedisModule_Alloc(sizeof(*v));
-        *v = d;
+        policy_entry *v = RedisModule_Alloc(sizeof(*v));
+        *v = e;
         if (RedisModule_DictSetC(loaded, name, len, v) != REDISMODULE_OK) {
             RedisModule_Free(v);
             show_name(name, len, shown);
             RedisModule_LogIOError(rdb, "warning", "mcaptcha_cache: stored value refused: policy '%s' twice", shown);
             goto fail;
         }
+        account(&loaded_live, &loaded_digest, name, len, v, 1);
         RedisModule_Free(name);
         name = NULL;
     }
     free_table(policies);
     policies = loaded;
+    live_count = loaded_live;
+    table_digest = loaded_digest;
     return REDISMODULE_OK;
 fail:
     if (name) RedisModule_Free(name);
+    if (node) RedisModule_Free(node);
     free_table(loaded);
     RedisModule_LogIOError(rdb, "warning", "mcaptcha_cache: corrupt or truncated policy table (mcap-plcy)");
     return REDISMODULE_ERR;
@@ -336,7 +521,11 @@ static void on_persistence(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t sub
 }
 
 void rl_policy_info(RedisModuleInfoCtx *ctx) {
-    RedisModule_InfoAddFieldULongLong(ctx, "rl_policies", RedisModule_DictSize(policies));
+    char hex[17];
+    snprintf(hex, sizeof(hex), "%016llx", (unsigned long long)table_digest);
+    RedisModule_InfoAddFieldULongLong(ctx, "rl_policies", live_count);
+    RedisModule_InfoAddFieldULongLong(ctx, "rl_policy_entries", RedisModule_DictSize(policies));
+    RedisModule_InfoAddFieldCString(ctx, "rl_policy_digest", hex);
 }
 
 static const mc_command commands[] = {
@@ -344,6 +533,7 @@ static const mc_command commands[] = {
     {"RL.POLICY_GET", PolicyGet_RedisCommand, "readonly fast", 0, 0, 0},
     {"RL.POLICY_DEL", PolicyDel_RedisCommand, "write fast", 0, 0, 0},
     {"RL.POLICY_LIST", PolicyList_RedisCommand, "readonly", 0, 0, 0},
+    {CMD_POLICY_PUT, PolicyPut_RedisCommand, "write fast", 0, 0, 0},
 };
 
 int ratelimit_policy_register(RedisModuleCtx *ctx) {

@@ -157,6 +157,7 @@ static int ClThrottle_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv
         /* The string goes first, on replicas too (RL.GCRA_SET refuses a key of another type). */
         RedisModule_DeleteKey(key);
         RedisModule_Replicate(ctx, "DEL", "s", argv[1]);
+        RedisModule_SignalModifiedKey(ctx, argv[1]); /* a write signals its key (module.c) */
         adopted = 1;
     } else if (rc != RL_OK) {
         return rl_reply_error(ctx, rc);
@@ -461,6 +462,7 @@ static int Refund_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, in
     if (now_empty) {
         RedisModule_DeleteKey(key);
         RedisModule_Replicate(ctx, "DEL", "s", argv[1]);
+        RedisModule_SignalModifiedKey(ctx, argv[1]); /* a write signals its key (module.c) */
     }
     RedisModule_CloseKey(key);
     if (given) waitq_kick(ctx, argv[1]);

@@ -27,6 +27,7 @@
 #include "core/window.h"
 #include "core/gcra.h"
 #include "core/policy.h"
+#include "core/policy_entry.h"
 #include "redismodule.h"
 #include "server/commands.h"
 
@@ -39,7 +40,9 @@
 #define WINDOW_ENCVER_LATEST WINDOW_ENCVER_2_SLOT_WIDTH
 #define POLICY_TYPE_NAME "mcap-plcy" /* holds no key: the policy table as RDB aux data */
 #define POLICY_ENCVER_1 1 /* count, then per policy: name, kind, rate, period_ms, burst */
-#define POLICY_ENCVER_LATEST POLICY_ENCVER_1
+#define POLICY_ENCVER_2 2 /* count, then per entry: name, stamp_ms, node id, deleted, kind, rate, period_ms, burst */
+#define POLICY_ENCVER_LATEST POLICY_ENCVER_2
+#define POLICY_ENTRIES_MAX (2 * POLICY_COUNT_MAX) /* policies and tombstones per node */
 
 #define CMD_GCRA_SET "RL.GCRA_SET"
 #define GCRA_MAX_LIMIT (1ULL << 40) /* capacity: max_burst + 1 at most */
@@ -85,8 +88,24 @@ int ratelimit_policy_register(RedisModuleCtx *ctx);
 int rl_policy_resolve_or_reply(RedisModuleCtx *ctx, RedisModuleString *name, policy_kind kind, const char *cmd,
                                policy_def *out);
 
-/* INFO field rl_policies (in the section the caller opened). */
+/* INFO fields rl_policies, rl_policy_entries, rl_policy_digest (in the section
+ * the caller opened), then policy_sync.c's. */
 void rl_policy_info(RedisModuleInfoCtx *ctx);
+
+/* ---- the policy table as policy_sync.c shares it over the cluster bus ---- */
+/* Called after a command (not a replay) wrote version `e` of `name`. */
+typedef void (*rl_policy_changed_fn)(RedisModuleCtx *ctx, const char *name, size_t len, const policy_entry *e);
+extern rl_policy_changed_fn rl_policy_changed_hook; /* set by policy_sync.c */
+/* Keep `e` when it wins over the version of `name` held (replicating it as
+ * RL.POLICY_PUT when `replicate`): 1 kept, 0 older or the same, -1 table full. */
+int rl_policy_merge(RedisModuleCtx *ctx, const char *name, size_t len, const policy_entry *e, int replicate);
+/* The table's digest (sum of the entries' hashes) and its entries, tombstones included. */
+uint64_t rl_policy_digest(void);
+uint64_t rl_policy_entries(void);
+void rl_policy_foreach(void (*fn)(const char *name, size_t len, const policy_entry *e, void *arg), void *arg);
+/* The cluster bus side (policy_sync.c): message receiver, anti-entropy timer. */
+int ratelimit_policy_sync_register(RedisModuleCtx *ctx);
+void rl_policy_sync_info(RedisModuleInfoCtx *ctx);
 
 /* COMMAND DOCS metadata of the family (ratelimit_info.c). */
 extern mc_cmdinfo ratelimit_cmdinfo[];

@@ -110,6 +110,10 @@ static RedisModuleCommandArg args_policy_def[] = {
 static RedisModuleCommandArg args_policy_set[] = {
     ARG_STR("name", "1 to 256 bytes, binary-safe"), ONEOF("definition", args_policy_def), {0}};
 static RedisModuleCommandArg args_policy_name[] = {ARG_STR("name", NULL), {0}};
+static RedisModuleCommandArg args_policy_put[] = {
+    ARG_STR("name", NULL), ARG_UNIX_MS("stamp-unix-time-milliseconds", "the version's stamp"),
+    ARG_STR("node-id", "the writing node (40 characters)"), ARG_STR("kind", "GCRA, WINDOW or DELETED"),
+    ARG_INT("rate", "0 when DELETED"), ARG_INT("period-ms", "0 when DELETED"), ARG_INT("burst", "0: none"), {0}};
 
 mc_cmdinfo ratelimit_cmdinfo[] = {
     {"CL.THROTTLE",
@@ -143,6 +147,8 @@ mc_cmdinfo ratelimit_cmdinfo[] = {
     {"RL.GCRA_SET", INFO("Internal (replication, AOF): replaces a key with a GCRA state", "O(1)", 5, KS_OW, args_gcra_set)},
     {"RL.WINDOW_HIT", INFO("Internal (replication): adds hits to a window at an explicit time", "O(1) amortized", 7,
                             KS_RW, args_window_hit)},
+    {"RL.POLICY_PUT", INFO("Internal (replication, AOF): one version of a stored policy, kept when newer", "O(log N)", 8,
+                            NULL, args_policy_put)},
     {"RL.WINDOW_SET", INFO("Internal (replication, AOF): replaces a key with a window state", "O(S)", -6, KS_OW,
                             args_window_set)},
     {NULL},

@@ -38,6 +38,7 @@ static int GcraSet_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, i
     RedisModule_ModuleTypeSetValue(key, GcraType, v);
     RedisModule_SetAbsExpire(key, gcra_expire_at_ms(v));
     RedisModule_CloseKey(key);
+    RedisModule_SignalModifiedKey(ctx, argv[1]); /* a write signals its key (module.c) */
     RedisModule_ReplicateVerbatim(ctx);
     return RedisModule_ReplyWithSimpleString(ctx, "OK");
 }
@@ -65,6 +66,7 @@ static int WindowHit_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv,
     RedisModule_CloseKey(key);
     if (st == LB_ERR_RANGE) return rl_reply_error(ctx, RL_ERR_WINDOW);
     if (st != LB_OK) return RedisModule_ReplyWithError(ctx, "ERR the window's time slot is full");
+    RedisModule_SignalModifiedKey(ctx, argv[1]); /* a write signals its key (module.c) */
     RedisModule_ReplicateVerbatim(ctx);
     return RedisModule_ReplyWithLongLong(ctx, (long long)count);
 }
@@ -90,6 +92,7 @@ static int WindowSet_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv,
     RedisModule_ModuleTypeSetValue(key, WindowType, v);
     RedisModule_SetAbsExpire(key, (long long)(empty_at ? empty_at : v->hits.last_ms));
     RedisModule_CloseKey(key);
+    RedisModule_SignalModifiedKey(ctx, argv[1]); /* a write signals its key (module.c) */
     RedisModule_ReplicateVerbatim(ctx);
     return RedisModule_ReplyWithSimpleString(ctx, "OK");
 }

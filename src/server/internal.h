@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* internal.h -- who may call the internal commands.
  *
- * The internal commands (LOCK.STATE, RL.GCRA_SET, RL.WINDOW_HIT, RL.WINDOW_SET,
+ * The internal commands (LOCK.STATE, RL.GCRA_SET, RL.WINDOW_HIT, RL.WINDOW_SET, RL.POLICY_PUT,
  * MCAPTCHA_CACHE.VISIT_AT, .CAPTCHA_SET, .CHALLENGE_SET) write whatever state they
  * are given: they are what replication and the AOF carry instead of the
  * clock-reading commands. By default they run only from the replication stream

@@ -4,13 +4,14 @@
  * length-prefixed buffers, HANDLE_IO_ERRORS semantics), with a small sorted-array
  * stand-in for RedisModuleDict.
  *
- * Input: byte 0 picks the encver (b0 & 1: the current one, else (b0 >> 1) % 4)
+ * Input: byte 0 picks the encver (b0 & 1: 1 or 2 by b0 & 2, else (b0 >> 1) % 4)
  * and the trigger (b0 & 0x10: after the keys, which the type never asks for);
  * the rest is the aux stream.
  * A refused load must leave the node's table as it was (same dict, same size).
- * An accepted one must have come with the current encver, before the keys,
- * without an IO error, and hold only valid policies (names 1..256 bytes,
- * policy_check OK, at most POLICY_COUNT_MAX); then aux_save -> aux_load must
+ * An accepted one must have come with encver 1 or 2, before the keys,
+ * without an IO error, and hold only valid entries (names 1..256 bytes,
+ * policy_entry_valid, at most POLICY_ENTRIES_MAX; the count and digest the
+ * table keeps equal to a recount); then aux_save -> aux_load (encver 2) must
  * consume the saved bytes exactly, log nothing, and save the same bytes again,
  * and aux_save after the keys must write nothing. */
 #include "../../src/ratelimit/policy.c"
@@ -92,6 +93,12 @@ static int stub_DictSet(RedisModuleDict *d, RedisModuleString *key, void *val) {
     const char *p = stub_StringPtrLen(key, &len);
     return stub_DictSetC(d, (void *)p, len, val);
 }
+static void *stub_DictGetC(RedisModuleDict *d, void *key, size_t len, int *nokey) {
+    int found;
+    size_t i = dfind(d, key, len, &found);
+    if (nokey) *nokey = !found;
+    return found ? d->e[i].val : NULL;
+}
 static void *stub_DictGet(RedisModuleDict *d, RedisModuleString *key, int *nokey) {
     size_t len;
     const char *p = stub_StringPtrLen(key, &len);
@@ -122,15 +129,19 @@ static void save_table(RedisModuleIO *saver) {
 }
 
 static void check_table(void) {
-    FUZZ_CHECK(policies->n <= POLICY_COUNT_MAX);
+    FUZZ_CHECK(policies->n <= POLICY_ENTRIES_MAX);
+    uint64_t live = 0, digest = 0;
     for (size_t i = 0; i < policies->n; i++) {
         const dentry *e = &policies->e[i];
         FUZZ_CHECK(e->len >= 1 && e->len <= POLICY_NAME_MAX);
-        FUZZ_CHECK(policy_check(e->val) == POLICY_OK);
+        const policy_entry *v = e->val;
+        FUZZ_CHECK(policy_entry_valid(v));
         gcra_params p;
-        const policy_def *d = e->val;
-        FUZZ_CHECK(d->kind != POLICY_GCRA || policy_gcra_params(d, &p) == 0);
+        FUZZ_CHECK(v->deleted || v->def.kind != POLICY_GCRA || policy_gcra_params(&v->def, &p) == 0);
+        live += !v->deleted;
+        digest += policy_entry_hash(e->key, e->len, v);
     }
+    FUZZ_CHECK(live == live_count && digest == table_digest);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -143,6 +154,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         RedisModule_DictSet = stub_DictSet;
         RedisModule_DictSetC = stub_DictSetC;
         RedisModule_DictGet = stub_DictGet;
+        RedisModule_DictGetC = stub_DictGetC;
         RedisModule_DictIteratorStartC = stub_DictIteratorStartC;
         RedisModule_DictNextC = stub_DictNextC;
         RedisModule_DictIteratorStop = stub_DictIteratorStop;
@@ -150,7 +162,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         init = 1;
     }
     if (size < 1) return 0;
-    int encver = (data[0] & 1) ? POLICY_ENCVER_1 : (data[0] >> 1) % 4;
+    int encver = (data[0] & 1) ? ((data[0] & 2) ? POLICY_ENCVER_2 : POLICY_ENCVER_1) : (data[0] >> 1) % 4;
     int when = (data[0] & 0x10) ? REDISMODULE_AUX_BEFORE_RDB << 1 : REDISMODULE_AUX_BEFORE_RDB;
 
     RedisModuleDict *before = policies;
@@ -170,14 +182,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         return 0;
     }
     fio_free(&prev);
-    FUZZ_CHECK(encver == POLICY_ENCVER_1 && when == REDISMODULE_AUX_BEFORE_RDB && !io.error);
+    FUZZ_CHECK((encver == POLICY_ENCVER_1 || encver == POLICY_ENCVER_2) && when == REDISMODULE_AUX_BEFORE_RDB &&
+               !io.error);
     check_table();
 
     /* aux_save -> aux_load: consumed exactly, nothing logged, the same bytes saved again */
     RedisModuleIO s1, s2, re, after;
     save_table(&s1);
     fio_reader(&re, s1.out, s1.out_len);
-    FUZZ_CHECK(PolicyAuxLoad(&re, POLICY_ENCVER_1, REDISMODULE_AUX_BEFORE_RDB) == REDISMODULE_OK);
+    FUZZ_CHECK(PolicyAuxLoad(&re, POLICY_ENCVER_LATEST, REDISMODULE_AUX_BEFORE_RDB) == REDISMODULE_OK);
     FUZZ_CHECK(!re.error && re.pos == re.in_len && re.nlogged == 0);
     save_table(&s2);
     FUZZ_CHECK(s1.out_len == s2.out_len && memcmp(s1.out, s2.out, s1.out_len) == 0);

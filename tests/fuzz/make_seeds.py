@@ -201,3 +201,13 @@ put("policy_aux", "bad_too_large", b"\x01" + varint(1) + pol("g", 1, 1, (1 << 50
 put("policy_aux", "bad_truncated", b"\x01" + varint(3) + pol("a", 1, 1, 1))
 put("policy_aux", "bad_encver", b"\x04" + varint(0))
 put("policy_aux", "bad_after_keys", b"\x11" + varint(0))
+# encver 2 (b0 & 1 and b0 & 2): per entry name, stamp_ms, node id (40 bytes), deleted,
+# kind (0 for a tombstone), rate, period_ms, burst
+def pol2(name, stamp, deleted, kind, rate, period, burst=0, node=b"f" * 40):
+    return (sbuf(name) + varint(stamp) + sbuf(node) + varint(deleted) + varint(kind) + varint(rate)
+            + varint(period) + varint(burst))
+put("policy_aux", "v2_two_and_tombstone", b"\x03" + varint(3) + pol2("api", 1700000000000, 0, 1, 100, 60000, 20)
+    + pol2("gone", 1700000000001, 1, 0, 0, 0) + pol2("login", 0, 0, 2, 5, 60000, node=b"0" * 40))
+put("policy_aux", "v2_bad_tombstone_def", b"\x03" + varint(1) + pol2("gone", 5, 1, 2, 5, 60000))
+put("policy_aux", "v2_bad_node", b"\x03" + varint(1) + pol2("a", 5, 0, 1, 1, 1000, node=b"f" * 39))
+put("policy_aux", "v2_bad_deleted", b"\x03" + varint(1) + pol2("a", 5, 2, 0, 0, 0))

@@ -121,6 +121,7 @@
 #define RedisModule_GetServerInfo                       ValkeyModule_GetServerInfo
 #define RedisModule_GetToDbIdFromOptCtx                 ValkeyModule_GetToDbIdFromOptCtx
 #define RedisModule_GetToKeyNameFromOptCtx              ValkeyModule_GetToKeyNameFromOptCtx
+#define RedisModule_InfoAddFieldCString                 ValkeyModule_InfoAddFieldCString
 #define RedisModule_InfoAddFieldLongLong                ValkeyModule_InfoAddFieldLongLong
 #define RedisModule_InfoAddFieldULongLong               ValkeyModule_InfoAddFieldULongLong
 #define RedisModule_InfoAddSection                      ValkeyModule_InfoAddSection
@@ -143,6 +144,7 @@
 #define RedisModule_OpenKey                             ValkeyModule_OpenKey
 #define RedisModule_Realloc                             ValkeyModule_Realloc
 #define RedisModule_RegisterBoolConfig                  ValkeyModule_RegisterBoolConfig
+#define RedisModule_RegisterClusterMessageReceiver      ValkeyModule_RegisterClusterMessageReceiver
 #define RedisModule_RegisterCommandFilter               ValkeyModule_RegisterCommandFilter
 #define RedisModule_RegisterInfoFunc                    ValkeyModule_RegisterInfoFunc
 #define RedisModule_RegisterNumericConfig               ValkeyModule_RegisterNumericConfig
@@ -164,6 +166,7 @@
 #define RedisModule_ScanCursorCreate                    ValkeyModule_ScanCursorCreate
 #define RedisModule_ScanCursorDestroy                   ValkeyModule_ScanCursorDestroy
 #define RedisModule_SelectDb                            ValkeyModule_SelectDb
+#define RedisModule_SendClusterMessage                  ValkeyModule_SendClusterMessage
 #define RedisModule_ServerInfoGetFieldC                 ValkeyModule_ServerInfoGetFieldC
 #define RedisModule_ServerInfoGetFieldUnsigned          ValkeyModule_ServerInfoGetFieldUnsigned
 #define RedisModule_SetAbsExpire                        ValkeyModule_SetAbsExpire
@@ -232,6 +235,7 @@
 #define REDISMODULE_OK                                  VALKEYMODULE_OK
 #define REDISMODULE_OPEN_KEY_NOTOUCH                    VALKEYMODULE_OPEN_KEY_NOTOUCH
 #define REDISMODULE_OPTIONS_HANDLE_IO_ERRORS            VALKEYMODULE_OPTIONS_HANDLE_IO_ERRORS
+#define REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED  VALKEYMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED
 #define REDISMODULE_READ                                VALKEYMODULE_READ
 #define REDISMODULE_REPLY_ARRAY                         VALKEYMODULE_REPLY_ARRAY
 #define REDISMODULE_REPLY_INTEGER                       VALKEYMODULE_REPLY_INTEGER

@@ -26,6 +26,7 @@ decays while states are compared.
 """
 
 import os
+import shutil
 import time
 
 import pytest
@@ -344,19 +345,27 @@ def test_replicated_state_does_not_depend_on_the_replica_policy(servers):
     # the AOF carries the definitions and the resulting states, not the POLICY calls
     aof = b"".join(open(os.path.join(primary.aof_dir(), f), "rb").read()
                    for f in os.listdir(primary.aof_dir()) if ".incr." in f)
-    assert b"RL.POLICY_SET" in aof and b"RL.GCRA_SET" in aof and b"RL.WINDOW_HIT" in aof
+    assert b"RL.POLICY_PUT" in aof and b"RL.GCRA_SET" in aof and b"RL.WINDOW_HIT" in aof
     assert b"$6\r\nPOLICY\r\n" not in aof
 
 
 # ------------------------------------------------------ corrupt RDB aux data
+NODE0 = b"\x05\x28" + b"0" * 40  # the node id as an RDB string
 @pytest.mark.parametrize("patch,needle", [
-    ((b"pppppppp\x02\x02\x02\x05", b"pppppppp\x02\x03\x02\x05"), "field policy kind = 3, not in [1, 2]"),
-    ((b"pppppppp\x02\x02\x02\x05", b"pppppppp\x02\x02\x02\x00"), "policy 'pppppppp' (WINDOW 0 60000 burst 0) is out of range"),
+    # encver 2: name, stamp, node id ("0" * 40 outside cluster mode), deleted, kind, rate, period, burst
+    ((NODE0 + b"\x02\x00\x02\x02\x02\x05", NODE0 + b"\x02\x00\x02\x03\x02\x05"),
+     "field policy kind = 3, not in [1, 2]"),
+    ((NODE0 + b"\x02\x00\x02\x02\x02\x05", NODE0 + b"\x02\x00\x02\x02\x02\x00"),
+     "policy 'pppppppp' (WINDOW 0 60000 burst 0) is out of range"),
+    ((NODE0 + b"\x02\x00\x02\x02", NODE0 + b"\x02\x02\x02\x02"), "field policy deleted = 2, not in [0, 1]"),
+    ((NODE0 + b"\x02\x00\x02\x02", NODE0 + b"\x02\x01\x02\x02"), "field policy kind = 2, not in [0, 0]"),
+    ((b"\x05\x28" + b"0" * 40, b"\x05\x27" + b"0" * 40), "policy node id of 39 bytes"),
     ((b"\x02\x01\x05\x08pppppppp", b"\x02\x02\x05\x08pppppppp"), "truncated at field policy name"),
     ((b"\x05\x08pppppppp", b"\x05\x00pppppppp"), "policy name of 0 bytes"),
-], ids=["kind", "range", "count", "name"])
+], ids=["kind", "range", "deleted", "tombstone-kind", "node", "count", "name"])
 def test_corrupt_policy_table_fails_the_load(servers, patch, needle):
-    s = servers.new(config={"rdbchecksum": "no"})  # checksum 0: the patched file is read, not refused
+    # checksum 0: the patched file is read, not refused; uncompressed: the node id is found
+    s = servers.new(config={"rdbchecksum": "no", "rdbcompression": "no"})
     c = s.client()
     c.execute_command("RL.POLICY_SET", "pppppppp", "WINDOW", 5, MIN)
     c.set("plain", "x")
@@ -375,3 +384,117 @@ def test_corrupt_policy_table_fails_the_load(servers, patch, needle):
     open(path, "wb").write(data)
     s.start()
     assert policies(s.client()) == {b"pppppppp": [b"WINDOW", 5, MIN]}
+
+
+# ------------------------------------------------- versions (RL.POLICY_PUT)
+def test_policy_put_keeps_only_newer_versions_and_checks_every_field(servers):
+    s = servers.new()  # internal commands open (conftest)
+    c = s.client()
+    node = "a" * 40
+    assert c.execute_command("RL.POLICY_PUT", "v", 100, node, "GCRA", 5, 1000, 0) == 1
+    assert c.execute_command("RL.POLICY_PUT", "v", 99, "z" * 40, "GCRA", 6, 1000, 0) == 0  # older
+    assert c.execute_command("RL.POLICY_PUT", "v", 100, "b" * 40, "WINDOW", 6, 1000, 0) == 1  # same ms, larger node
+    assert c.execute_command("RL.POLICY_GET", "v") == [b"WINDOW", 6, 1000]
+    assert c.execute_command("RL.POLICY_PUT", "v", 101, node, "DELETED", 0, 0, 0) == 1
+    assert c.execute_command("RL.POLICY_GET", "v") is None
+    assert c.execute_command("RL.POLICY_LIST") == []
+    info = c.info("mcaptcha_cache_ratelimit")
+    assert info["mcaptcha_cache_rl_policies"] == 0 and info["mcaptcha_cache_rl_policy_entries"] == 1
+    # a SET after the tombstone wins over it even with a clock behind the stamp
+    c.execute_command("RL.POLICY_PUT", "w", 2 ** 62, node, "GCRA", 1, 1000, 0)
+    c.execute_command("RL.POLICY_SET", "w", "GCRA", 2, 1000)
+    assert c.execute_command("RL.POLICY_GET", "w") == [b"GCRA", 2, 1000]
+    bad = [
+        ("", 1, node, "GCRA", 1, 1000, 0),           # empty name
+        ("x", 1, "a" * 39, "GCRA", 1, 1000, 0),      # node id of 39 bytes
+        ("x", -1, node, "GCRA", 1, 1000, 0),         # negative stamp
+        ("x", 1, node, "OTHER", 1, 1000, 0),         # kind
+        ("x", 1, node, "GCRA", 0, 1000, 0),          # rate 0
+        ("x", 1, node, "WINDOW", 1, 1000, 3),        # a window with a burst
+        ("x", 1, node, "DELETED", 1, 0, 0),          # a tombstone with a definition
+        ("x", 1, "a" * 39 + " ", "GCRA", 1, 1000, 0),  # a node id byte outside printable ASCII
+    ]
+    for args in bad:
+        with pytest.raises(redis.ResponseError, match="invalid policy version"):
+            c.execute_command("RL.POLICY_PUT", *args)
+    with pytest.raises(redis.ResponseError, match="wrong number"):
+        c.execute_command("RL.POLICY_PUT", "x", 1, node, "GCRA", 1, 1000)
+    assert c.execute_command("RL.POLICY_GET", "x") is None
+    info2 = c.info("mcaptcha_cache_ratelimit")
+    assert info2["mcaptcha_cache_rl_policy_entries"] == 2
+
+
+def test_versions_survive_a_restart_and_the_digest_with_them(servers):
+    s = servers.new(save="3600 1")
+    c = s.client()
+    c.execute_command("RL.POLICY_SET", "a", "GCRA", 3, 1000)
+    c.execute_command("RL.POLICY_SET", "b", "WINDOW", 3, 1000)
+    c.execute_command("RL.POLICY_DEL", "b")
+    before = c.info("mcaptcha_cache_ratelimit")
+    s.save_now()
+    s.restart()
+    after = s.client().info("mcaptcha_cache_ratelimit")
+    for f in ("rl_policy_digest", "rl_policy_entries", "rl_policies"):
+        assert after["mcaptcha_cache_" + f] == before["mcaptcha_cache_" + f]
+
+
+def test_policy_put_is_internal_by_default(servers):
+    s = servers.new(module_args=())
+    c = s.client()
+    with pytest.raises(redis.ResponseError, match="RL.POLICY_PUT is internal"):
+        c.execute_command("RL.POLICY_PUT", "x", 1, "a" * 40, "GCRA", 1, 1000, 0)
+    assert c.execute_command("RL.POLICY_LIST") == []
+    assert c.info("mcaptcha_cache_ratelimit")["mcaptcha_cache_rl_policy_entries"] == 0
+    # yet a replica applies it from its primary's stream
+    replica = servers.replica_of(s, module_args=())
+    c.execute_command("RL.POLICY_SET", "x", "GCRA", 1, 1000)
+    wait_replicas_synced(s, [replica])
+    rc = replica.client()
+    assert rc.execute_command("RL.POLICY_GET", "x") == [b"GCRA", 1, 1000]
+    assert rc.info("mcaptcha_cache_ratelimit")["mcaptcha_cache_rl_policy_digest"] == \
+        c.info("mcaptcha_cache_ratelimit")["mcaptcha_cache_rl_policy_digest"]
+
+
+# ------------------------------------------- golden: a table written at encver 1
+GOLDEN = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                      "fixtures", "rdb", "policies-encver1.rdb")
+
+
+def entry_hash(name, stamp, node, deleted, kind, rate, period, burst):
+    """core/policy_entry.c's hash of one version, written out from its definition:
+    FNV-1a 64 over the bus form, then the splitmix64 finaliser."""
+    import struct
+    w = struct.pack("<H", len(name)) + name + struct.pack("<Q", stamp) + node + bytes([deleted, kind]) \
+        + struct.pack("<QQQ", rate, period, burst)
+    h = 0xcbf29ce484222325
+    for b in w:
+        h = ((h ^ b) * 0x100000001b3) & (2 ** 64 - 1)
+    h ^= h >> 30
+    h = (h * 0xbf58476d1ce4e5b9) & (2 ** 64 - 1)
+    h ^= h >> 27
+    h = (h * 0x94d049bb133111eb) & (2 ** 64 - 1)
+    return h ^ (h >> 31)
+
+
+def test_encver1_table_loads_as_versions_of_stamp_0(servers, tmp_path):
+    d = tmp_path / "golden-policies"
+    d.mkdir()
+    shutil.copyfile(GOLDEN, str(d / "dump.rdb"))
+    s = servers.new(name="golden-policies", dir=str(d), save="3600 1")
+    c = s.client()
+    assert policies(c) == {b"api": [b"GCRA", 100, 60000, b"BURST", 20], b"slow": [b"GCRA", 1, 3600000],
+                           b"login": [b"WINDOW", 5, 60000]}
+    info = c.info("mcaptcha_cache_ratelimit")
+    node = b"0" * 40
+    want = (entry_hash(b"api", 0, node, 0, 1, 100, 60000, 20) + entry_hash(b"slow", 0, node, 0, 1, 1, 3600000, 0)
+            + entry_hash(b"login", 0, node, 0, 2, 5, 60000, 0)) % 2 ** 64
+    assert info["mcaptcha_cache_rl_policy_digest"] == "%016x" % want
+    assert info["mcaptcha_cache_rl_policy_entries"] == 3
+    # any write wins over a stamp-0 version; saved at encver 2 and loaded again, the same table
+    c.execute_command("RL.POLICY_SET", "slow", "GCRA", 2, 3600000)
+    before = c.info("mcaptcha_cache_ratelimit")["mcaptcha_cache_rl_policy_digest"]
+    s.save_now()
+    s.restart()
+    c = s.client()
+    assert c.execute_command("RL.POLICY_GET", "slow") == [b"GCRA", 2, 3600000]
+    assert c.info("mcaptcha_cache_ratelimit")["mcaptcha_cache_rl_policy_digest"] == before
