@@ -182,9 +182,10 @@ static lease_timer *entry_of(lockv *l, int db, const RedisModuleString *key) {
 /* Note that `t`'s value is at (db, key). */
 static void set_place(lease_timer *t, int db, const RedisModuleString *key) {
     if (t->key == NULL || t->db != db || RedisModule_StringCompare(t->key, (RedisModuleString *)key) != 0) {
-        if (t->key) RedisModule_FreeString(NULL, t->key);
+        RedisModuleString *old = t->key; /* `key` may be it: copy first */
         t->key = RedisModule_CreateStringFromString(NULL, key);
         t->db = db;
+        if (old) RedisModule_FreeString(NULL, old);
     }
     set_state(t, PLACED);
 }
@@ -453,10 +454,14 @@ static void lock_unlinked(lockv *l, int db, const RedisModuleString *key) {
         if (!l->nholders) return;
         t = entry_of(l, db, key);
     }
-    if (key) {
-        if (t->key) RedisModule_FreeString(NULL, t->key);
+    /* The last name it left. Unchanged names keep their string: a lookup of
+     * t->key that expires the key runs this while Redis still uses that very
+     * string (it retains it only after the lookup). */
+    if (key && (t->key == NULL || t->db != db || RedisModule_StringCompare(t->key, (RedisModuleString *)key) != 0)) {
+        RedisModuleString *old = t->key;
         t->key = RedisModule_CreateStringFromString(NULL, key);
         t->db = db;
+        if (old) RedisModule_FreeString(NULL, old);
     }
     set_state(t, PENDING);
     arm_pending_timer();
