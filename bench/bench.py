@@ -899,6 +899,8 @@ def main():
     tax = floor_tax.section_tax(FLOOR_MODULE)
     log("wait queue of 10 vs 10,000 clients")
     wq = waiters.section_waiters()
+    log("RENAME of a held lock vs an unheld one, 1,000 and 1,000,000 keys")
+    ren = rename.section_rename()
     cell = None
     if os.environ.get("REDIS_CELL_SO"):
         log("redis-cell side by side")
@@ -937,11 +939,17 @@ def main():
             scale[cid]["label"].replace("MCAPTCHA_CACHE.", ""), KEYS_BIG, KEYS_MAIN),
             round(scale[cid]["big"]["cpu_us_per_call"] / scale[cid]["small"]["cpu_us_per_call"], 3), "<=", 1.2, "x")
 
+    for keys, r in ren.items():
+        record_target("RENAME of a held lock / an unheld one, %d keys, server CPU" % r["keys"], round(r["ratio"], 3),
+                      "<=", 1.5, "x")
+        record_target("RENAME of held locks, %d keys: keys the module scanned" % r["keys"], r["keys_scanned"], "<=", 0)
+
     duration = time.time() - t_start
     text = report(machine, scripts, cases, thr, pairs, hand, mem, scale, duration,
                   floor_tax.report_lines(fr, hist, tax, cell) +
                   ["", "Wait queue: one lock hand-off (release, grant, re-queue) with %d waiters %.2f us, with %d %.2f us "
-                   "of server CPU (%.2fx)" % (wq["small"], wq["small_cpu_us"], wq["big"], wq["big_cpu_us"], wq["cpu_ratio"])])
+                   "of server CPU (%.2fx)" % (wq["small"], wq["small_cpu_us"], wq["big"], wq["big_cpu_us"], wq["cpu_ratio"])]
+                  + rename.report_lines(ren))
     print(text, flush=True)
     label_of = {c[0]: c[1] for c in cases}
     png = os.path.join(HERE, "chart.png")
@@ -967,6 +975,7 @@ def main():
         "history": hist,
         "tax": tax,
         "wait_queue": wq,
+        "rename_held": {str(k): v for k, v in ren.items()},
         "redis_cell": cell,
         "targets": TARGETS,
         "chart": "chart.png" if drawn else None,
@@ -980,6 +989,7 @@ def main():
 sys.modules.setdefault("bench", sys.modules[__name__])   # floor_tax.py imports this module as `bench`
 import floor_tax  # noqa: E402
 import waiters  # noqa: E402
+import rename  # noqa: E402
 
 if __name__ == "__main__":
     main()

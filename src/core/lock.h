@@ -87,6 +87,8 @@ typedef struct lockv {
     lock_holder *holders; /* nholders entries */
     void *lease;          /* owned by the glue (lock/leases.c): this value's lease timer while
                            * held; NULL in a new value or a copy; never persisted */
+    void *sessions;       /* owned by the glue (lock/sessions.c): the SESSION grants held in this
+                           * value; NULL in a new value or a copy; never persisted */
 } lockv;
 
 typedef enum lock_outcome {

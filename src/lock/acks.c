@@ -158,11 +158,9 @@ static int undo(RedisModuleCtx *ctx, ack_wait *w) {
             lockv *l = RedisModule_ModuleTypeGetValue(key);
             int h = lock_find(l, w->owner, w->owner_len);
             if (h >= 0 && l->holders[h].token == w->token) {
-                uint64_t client_id = l->holders[h].client_id, granted_ms = l->holders[h].granted_ms;
-                if (lock_release(l, w->owner, w->owner_len) == 0) {
-                    lock_note_hold(granted_ms, mc_now_ms());
-                    if (client_id) session_drop(ctx, client_id, w->key, w->owner, w->owner_len);
-                }
+                uint64_t granted_ms = l->holders[h].granted_ms;
+                if (lock_release(l, w->owner, w->owner_len) == 0)
+                    lock_note_hold(granted_ms, mc_now_ms()); /* its SESSION entry goes at the commit */
                 lock_commit(ctx, key, w->key, l, mc_now_ms());
                 RedisModule_CloseKey(key);
                 waitq_kick(ctx, w->key);

@@ -155,7 +155,7 @@ static int try_acquire(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleStri
         live_bounds(l, now_ms, &first, &last);
         out->reset_ms = last > now_ms ? (long long)(last - now_ms) : 0;
         lock_commit(ctx, key, keyname, l, now_ms);
-        if (req->client_id && o == LOCK_GRANTED) session_add(ctx, req->client_id, keyname, req->owner, req->owner_len);
+        if (req->client_id && o == LOCK_GRANTED) session_add(ctx, req->client_id, l, req->owner, req->owner_len);
         lock_stats.grants++;
         out->granted = 1;
         out->token = (long long)token;

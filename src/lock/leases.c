@@ -1,25 +1,40 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* leases.c -- lease timers, replica tracking, locks that arrive or move without
- * a command, and the promotion of a replica; see leases.h.
+ * a command, the promotion of a replica, and writes paused; see leases.h.
  *
- * A held lock value points to its lease timer (lockv.lease) and the timer
- * remembers where the value lives (db, key) and which value it is (a pointer
- * used only to recognise the value, never followed unless the value was just
- * found in the keyspace). No keyspace-event subscription: the lock type's own
- * callbacks say when a value leaves a key (unlink: deleted, expired, evicted,
- * overwritten, renamed or moved away), is freed, is copied or loaded. A value
- * that left its key while held, arrived by load or COPY, or was not found where
- * its timer expected it goes on the `pending` list; just after the command
- * (a 0 ms timer) each is looked for under its last known name, then, when it
- * moved (RENAME, MOVE: rare), by a scan of every database, and armed where it
- * is found. SWAPDB and FLUSHDB/FLUSHALL come as server events.
+ * Every held lock value has one entry (its handle: lockv.lease) that knows
+ * where the value lives (db, key) and the value itself; the free callback drops
+ * the entry, so the entry's value pointer is always live. No keyspace-event
+ * subscription: the lock type's own callbacks say when a value leaves a key
+ * (unlink: deleted, expired, evicted, overwritten, renamed or moved away), is
+ * freed, is copied or loaded, and every change is O(1):
+ *   - a value that left its key while held goes on the `pending` list (an
+ *     intrusive list: a free takes it off in O(1)); just after the command (a
+ *     0 ms timer) each is looked for under its last name in its db, then under
+ *     the same name in the other databases (MOVE: O(databases)); a deleted one
+ *     was freed by then and is no longer on the list;
+ *   - one found nowhere was renamed: Redis 7.0's module API says nothing of a
+ *     RENAME's new name without a keyspace-event subscription (which would tax
+ *     every DEL), so the entry goes on the `lost` list, still armed. The next
+ *     lock command that opens the value by its new name places it in O(1)
+ *     (lease_seen); only a lost value that nothing opened before it must be
+ *     written (its lease ends, its session closes, a promotion) is looked for
+ *     by one scan of the keyspace for every lost value at once (INFO
+ *     lease_keys_scanned counts the keys it read). A replica never scans for a
+ *     rename: it needs the place only once promoted;
+ *   - SWAPDB and FLUSHDB/FLUSHALL come as server events; the start of a
+ *     replica's load drops every entry (a diskless load into a temporary db
+ *     frees the old values on another thread, without a flush event).
+ *
+ * While writes are paused (CLIENT PAUSE WRITE, FAILOVER) a lease that ends
+ * cannot be written: its entry joins the `paused` list, in the order the ends
+ * came, and one poll timer (not one per lease) waits for the pause to lift,
+ * then handles each once, in order.
  *
  * Opening a key can delete it (a key whose TTL passed expires on lookup), which
- * runs the type's unlink and free callbacks, and so forget() and the pending
- * list's bookkeeping, in the middle of whatever looked. Every entry in use
- * across a lookup is held (hold/release: forget then only marks it dead), and
- * the pending list being drained is detached first (a freed value's entries are
- * only marked). */
+ * runs the type's unlink and free callbacks, and so forget(), in the middle of
+ * whatever looked. Every entry in use across a lookup is held (hold/release:
+ * forget then only marks it dead). */
 #include "lock/leases.h"
 
 #include <pthread.h>
@@ -29,51 +44,96 @@
 #include "server/clock.h"
 #include "server/waitq.h"
 
+#define PAUSE_POLL_MS 10
+
 static RedisModuleCtx *detached; /* to create timers from callbacks that have no context */
 static lease_end_fn end_leases;  /* state.c's lock_expire_leases */
 static pthread_t main_thread;    /* values freed elsewhere (async flush) are not tracked here */
+void (*lease_value_gone_hook)(lockv *l);
+
+enum { PLACED, PENDING, LOST };
 
 typedef struct lease_timer {
-    int db;
-    RedisModuleString *key;
-    const lockv *value; /* identity only */
+    int db;                 /* where the value was last seen */
+    RedisModuleString *key; /* its name there; NULL when not known */
+    lockv *value;           /* live while the entry is (the free callback forgets it) */
     RedisModuleTimerID timer;
     int armed;   /* never StopTimer the timer whose callback is running: Redis frees it after */
     int busy;    /* holds (see hold): while > 0, forget() only marks it dead */
     int dead;    /* forgotten while held: freed by the last release */
+    int state;   /* PLACED, PENDING or LOST (on that list) */
+    int paused;  /* on the paused list */
     uint64_t due_ms; /* when the armed timer fires (Unix ms) */
-    struct lease_timer *prev, *next;
+    struct lease_timer *prev, *next;   /* every entry */
+    struct lease_timer *lprev, *lnext; /* the pending or lost list */
+    struct lease_timer *pprev, *pnext; /* the paused list */
 } lease_timer;
+
+typedef struct tlist {
+    lease_timer *head, *tail;
+    long long n;
+} tlist;
 
 static lease_timer *timers; /* every entry, armed (primary) or tracked (replica) */
 static long long ntimers;
-
-/* A held lock value to be found and armed just after the current command. */
-typedef struct pending {
-    int db; /* where it was last seen; -1: not known */
-    RedisModuleString *key;
-    const lockv *value; /* identity only; NULL once settled or freed */
-    struct lease_timer *t; /* held: the value's entry, still pointed to by the value; or NULL */
-    struct pending *next;
-} pending;
-
-static pending *pendings; /* waiting for the next drain */
-static pending *draining; /* the list a drain is working on */
-static int pending_timer_armed;
+static tlist pending, lost, paused_list;
+static int pending_timer_armed, pause_timer_armed;
+static long long keys_scanned, pause_wakeups;
 
 static void lease_timer_fired(RedisModuleCtx *ctx, void *data);
 static void process_pending(RedisModuleCtx *ctx, void *data);
+static void pause_poll(RedisModuleCtx *ctx, void *data);
 
 static int on_main_thread(void) {
     return pthread_equal(pthread_self(), main_thread);
 }
 
-/* Drop entry `t` (its value's lease pointer is the caller's business): stop its
- * timer when armed, unlink and free it; while it is held, only mark it dead
- * (the last release frees it). */
-static void forget(lease_timer *t) {
+/* The state lists (pending, lost) link through lprev/lnext. */
+static void state_add(tlist *L, lease_timer *t) {
+    t->lprev = L->tail;
+    t->lnext = NULL;
+    if (L->tail) L->tail->lnext = t; else L->head = t;
+    L->tail = t;
+    L->n++;
+}
+
+static void state_del(tlist *L, lease_timer *t) {
+    if (t->lprev) t->lprev->lnext = t->lnext; else L->head = t->lnext;
+    if (t->lnext) t->lnext->lprev = t->lprev; else L->tail = t->lprev;
+    t->lprev = t->lnext = NULL;
+    L->n--;
+}
+
+/* Move `t` to state `s` (off its old list, onto the new one). */
+static void set_state(lease_timer *t, int s) {
+    if (t->state == s) return;
+    if (t->state == PENDING) state_del(&pending, t);
+    else if (t->state == LOST) state_del(&lost, t);
+    t->state = s;
+    if (s == PENDING) state_add(&pending, t);
+    else if (s == LOST) state_add(&lost, t);
+}
+
+static void paused_del(lease_timer *t) {
+    if (!t->paused) return;
+    if (t->pprev) t->pprev->pnext = t->pnext; else paused_list.head = t->pnext;
+    if (t->pnext) t->pnext->pprev = t->pprev; else paused_list.tail = t->pprev;
+    t->pprev = t->pnext = NULL;
+    t->paused = 0;
+    paused_list.n--;
+}
+
+/* Drop entry `t` and clear its value's pointer to it: stop its timer when
+ * armed, take it off its lists, free it; while it is held, only mark it dead
+ * (the last release frees it). `value_ok`: the value may be touched (not when
+ * it is being freed on another thread). */
+static void forget_entry(lease_timer *t, int value_ok) {
     if (t->armed) RedisModule_StopTimer(detached, t->timer, NULL);
     t->armed = 0;
+    set_state(t, PLACED);
+    paused_del(t);
+    if (t->value && value_ok && t->value->lease == t) t->value->lease = NULL;
+    t->value = NULL;
     if (t->busy) {
         t->dead = 1;
         return;
@@ -81,8 +141,12 @@ static void forget(lease_timer *t) {
     if (t->prev) t->prev->next = t->next; else timers = t->next;
     if (t->next) t->next->prev = t->prev;
     ntimers--;
-    RedisModule_FreeString(NULL, t->key);
+    if (t->key) RedisModule_FreeString(NULL, t->key);
     RedisModule_Free(t);
+}
+
+static void forget(lease_timer *t) {
+    forget_entry(t, 1);
 }
 
 /* Keep `t` allocated across something that may forget it (a key lookup that
@@ -99,44 +163,38 @@ static int release(lease_timer *t) {
     return dead;
 }
 
-/* The entries (not dead) of db `db` (-1: all), each held; *n of them. Free
- * with release_all. */
-static lease_timer **hold_all(int db, size_t *n) {
-    size_t cap = 16;
-    lease_timer **v = RedisModule_Alloc(cap * sizeof(*v));
-    *n = 0;
-    for (lease_timer *t = timers; t; t = t->next) {
-        if (t->dead || (db != -1 && t->db != db)) continue;
-        if (*n == cap) v = RedisModule_Realloc(v, (cap *= 2) * sizeof(*v));
-        hold(t);
-        v[(*n)++] = t;
-    }
-    return v;
+/* The entry of `l`, made when it has none (at db `db`, name `key`, may be NULL). */
+static lease_timer *entry_of(lockv *l, int db, const RedisModuleString *key) {
+    lease_timer *t = l->lease;
+    if (t) return t;
+    t = RedisModule_Calloc(1, sizeof(*t));
+    t->db = db;
+    t->key = key ? RedisModule_CreateStringFromString(NULL, key) : NULL;
+    t->value = l;
+    t->state = PLACED;
+    t->next = timers;
+    if (timers) timers->prev = t;
+    timers = t;
+    ntimers++;
+    l->lease = t;
+    return t;
 }
 
-static void release_all(lease_timer **v, size_t n) {
-    for (size_t i = 0; i < n; i++) release(v[i]);
-    RedisModule_Free(v);
+/* Note that `t`'s value is at (db, key). */
+static void set_place(lease_timer *t, int db, const RedisModuleString *key) {
+    if (t->key == NULL || t->db != db || RedisModule_StringCompare(t->key, (RedisModuleString *)key) != 0) {
+        RedisModuleString *old = t->key; /* `key` may be it: copy first */
+        t->key = RedisModule_CreateStringFromString(NULL, key);
+        t->db = db;
+        if (old) RedisModule_FreeString(NULL, old);
+    }
+    set_state(t, PLACED);
 }
 
-/* Queue `value` (held, last seen at db/key) to be found and armed after the
- * command. `t`: the value's own entry when the value may still point to it (it
- * is then held until the drain: re-armed where the value is found, forgotten
- * if the value is found nowhere); NULL when the value points to no entry. */
-static void push_pending(int db, const RedisModuleString *key, const lockv *value, lease_timer *t) {
-    if (detached == NULL) return;
-    pending *p = RedisModule_Alloc(sizeof(*p));
-    p->db = db;
-    p->key = key ? RedisModule_CreateStringFromString(NULL, key) : NULL;
-    p->value = value;
-    p->t = t;
-    if (t) hold(t);
-    p->next = pendings;
-    pendings = p;
-    if (!pending_timer_armed) {
-        pending_timer_armed = 1;
-        RedisModule_CreateTimer(detached, 0, process_pending, NULL);
-    }
+static void arm_pending_timer(void) {
+    if (pending_timer_armed || detached == NULL) return;
+    pending_timer_armed = 1;
+    RedisModule_CreateTimer(detached, 0, process_pending, NULL);
 }
 
 /* Arm (primary) or only track (replica: arm 0) the lease timer of the held lock
@@ -148,25 +206,15 @@ static void arm_or_track_value(RedisModuleCtx *ctx, RedisModuleString *keyname, 
     lease_timer *t = l->lease;
     uint64_t next = lock_next_expiry(l);
     if (next == 0) {
-        if (t && !(arm && t->armed)) {
-            l->lease = NULL;
-            forget(t);
-        }
+        if (t && !(arm && t->armed)) forget(t);
         return;
     }
-    if (t == NULL) {
-        t = RedisModule_Calloc(1, sizeof(*t));
-        t->db = RedisModule_GetSelectedDb(ctx);
-        t->key = RedisModule_CreateStringFromString(NULL, keyname);
-        t->value = l;
-        t->next = timers;
-        if (timers) timers->prev = t;
-        timers = t;
-        ntimers++;
-        l->lease = t;
-    }
+    int db = RedisModule_GetSelectedDb(ctx);
+    if (t == NULL) t = entry_of(l, db, keyname);
+    else if (t->state != PLACED || t->key == NULL) set_place(t, db, keyname);
     if (!arm || (t->armed && t->due_ms <= next)) return; /* fires no later than needed: left alone */
     if (t->armed) RedisModule_StopTimer(ctx, t->timer, NULL);
+    paused_del(t);
     t->timer = RedisModule_CreateTimer(ctx, (mstime_t)(next > now_ms ? next - now_ms : 0), lease_timer_fired, t);
     t->armed = 1;
     t->due_ms = next;
@@ -180,129 +228,91 @@ void lease_track(RedisModuleCtx *ctx, RedisModuleString *keyname, lockv *l) {
     if (l) arm_or_track_value(ctx, keyname, l, 0, 0);
 }
 
-/* The lock value at `keyname` in db `db` when it is `value` (any lock value
- * when `value` is NULL), else NULL. Leaves db `db` selected. */
+static int is_replica(RedisModuleCtx *ctx) {
+    return (RedisModule_GetContextFlags(ctx) & REDISMODULE_CTX_FLAGS_SLAVE) != 0;
+}
+
+/* Place `l`, found at `keyname` in the selected db, and arm or track it. */
+static void arm_here(RedisModuleCtx *ctx, RedisModuleString *keyname, lockv *l) {
+    lease_timer *t = l->lease;
+    if (t) set_place(t, RedisModule_GetSelectedDb(ctx), keyname);
+    arm_or_track_value(ctx, keyname, l, mc_now_ms(), !is_replica(ctx));
+}
+
+void lease_seen(RedisModuleCtx *ctx, RedisModuleString *keyname, lockv *l) {
+    lease_timer *t = l->lease;
+    if (t == NULL || (t->state == PLACED && t->key)) return;
+    arm_here(ctx, keyname, l);
+}
+
+/* The lock value at `keyname` in db `db` when it is `value`, else NULL.
+ * Leaves db `db` selected. */
 static lockv *value_at(RedisModuleCtx *ctx, int db, RedisModuleString *keyname, const lockv *value) {
     if (RedisModule_SelectDb(ctx, db) != REDISMODULE_OK) return NULL;
     RedisModuleKey *key = RedisModule_OpenKey(ctx, keyname, REDISMODULE_READ | REDISMODULE_OPEN_KEY_NOTOUCH);
     lockv *l = NULL;
     if (RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_MODULE && RedisModule_ModuleTypeGetType(key) == LockType) {
         l = RedisModule_ModuleTypeGetValue(key);
-        if (value && l != value) l = NULL;
+        if (l != value) l = NULL;
     }
     RedisModule_CloseKey(key);
     return l;
 }
 
-/* Arm or track the lock `l` found at `keyname` in the selected db; an entry it
- * still points to (its timer lost it) moves to where it was found. */
-static void arm_here(RedisModuleCtx *ctx, RedisModuleString *keyname, lockv *l) {
-    lease_timer *t = l->lease;
-    int db = RedisModule_GetSelectedDb(ctx);
-    if (t && (t->db != db || RedisModule_StringCompare(t->key, keyname) != 0)) {
-        RedisModule_FreeString(NULL, t->key);
-        t->key = RedisModule_CreateStringFromString(NULL, keyname);
-        t->db = db;
-    }
-    int replica = RedisModule_GetContextFlags(ctx) & REDISMODULE_CTX_FLAGS_SLAVE;
-    arm_or_track_value(ctx, keyname, l, mc_now_ms(), !replica);
-}
-
-static void lease_timer_fired(RedisModuleCtx *ctx, void *data) {
-    lease_timer *t = data;
-    t->armed = 0; /* this timer is firing */
-    int flags = RedisModule_GetContextFlags(ctx);
-    if (flags & (REDISMODULE_CTX_FLAGS_SLAVE | REDISMODULE_CTX_FLAGS_READONLY))
-        return; /* the primary replicates expiries; keep tracking for a promotion */
-    uint64_t now_ms = mc_now_ms();
-    if (RedisModule_AvoidReplicaTraffic()) {
-        /* Clients paused for writes: no writes now; try again shortly. */
-        t->timer = RedisModule_CreateTimer(ctx, 10, lease_timer_fired, t);
-        t->armed = 1;
-        t->due_ms = now_ms + 10;
-        return;
-    }
+/* Look for every pending value under its last name, then under that name in
+ * the other databases (MOVE); one found nowhere was renamed: lost. O(pending x
+ * databases), never the keyspace. */
+static void drain_pending(RedisModuleCtx *ctx) {
     int saved = RedisModule_GetSelectedDb(ctx);
-    hold(t);
-    RedisModule_SelectDb(ctx, t->db);
-    /* (the lookup may expire the key: its callbacks then mark t dead) */
-    RedisModuleKey *key = RedisModule_OpenKey(ctx, t->key, REDISMODULE_READ | REDISMODULE_WRITE);
-    int here = !t->dead && RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_MODULE &&
-               RedisModule_ModuleTypeGetType(key) == LockType && RedisModule_ModuleTypeGetValue(key) == t->value;
-    if (here) {
-        end_leases(ctx, key, t->key, now_ms); /* commits, re-arms or forgets through lease_arm */
-        /* Nothing ended (it fired early) or something is still held: arm for the next end. */
-        if (!t->dead && RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_MODULE &&
-            RedisModule_ModuleTypeGetValue(key) == t->value)
-            lease_arm(ctx, t->key, RedisModule_ModuleTypeGetValue(key), now_ms);
+    lease_timer *t;
+    while ((t = pending.head) != NULL) {
+        set_state(t, LOST); /* until found */
+        if (t->key == NULL) continue;
+        hold(t);
+        int found = 0;
+        for (int i = -1; !found && !t->dead; i++) {
+            int db = i < 0 ? t->db : i;
+            if (i == t->db) continue;
+            if (RedisModule_SelectDb(ctx, db) != REDISMODULE_OK) break;
+            /* (the lookup may expire keys: their callbacks may mark t dead) */
+            lockv *l = t->dead ? NULL : value_at(ctx, db, t->key, t->value);
+            if (l && !t->dead) {
+                found = 1;
+                arm_here(ctx, t->key, l);
+            }
+        }
+        release(t);
     }
-    RedisModule_CloseKey(key);
-    if (!here && !t->dead) {
-        /* Not where it was, or hidden by a lookup that did not delete it (an
-         * expired key while clients are paused): find it by a scan. The value
-         * may still point to t, so t stays (held by the pending entry): re-armed
-         * where the value is found, forgotten if it is found nowhere. */
-        push_pending(t->db, t->key, t->value, t);
-    }
-    release(t);
     RedisModule_SelectDb(ctx, saved);
 }
 
-/* Scan callback: arm the values of the list being drained found in this db
- * (RM_Scan hands over the stored values without an expiry lookup). */
-static void scan_for_pending(RedisModuleCtx *ctx, RedisModuleString *keyname, RedisModuleKey *key, void *privdata) {
-    int *left = privdata;
+/* Scan callback: place the lost values found in this db. RM_Scan hands over
+ * the stored values without an expiry lookup. */
+static void scan_for_lost(RedisModuleCtx *ctx, RedisModuleString *keyname, RedisModuleKey *key, void *privdata) {
+    (void)privdata;
+    keys_scanned++;
     if (key == NULL || RedisModule_KeyType(key) != REDISMODULE_KEYTYPE_MODULE ||
         RedisModule_ModuleTypeGetType(key) != LockType)
         return;
     lockv *l = RedisModule_ModuleTypeGetValue(key);
-    for (pending *p = draining; p; p = p->next) {
-        if (p->value == l) {
-            p->value = NULL;
-            (*left)--;
-            arm_here(ctx, keyname, l);
-        }
-    }
+    lease_timer *t = l->lease;
+    if (t && t->state == LOST) arm_here(ctx, keyname, l);
 }
 
-/* Find and arm every pending value: under its last known name first, then by a
- * scan of every database for those that moved. What is found nowhere was freed.
- * Each round works on a detached list (a lookup that expires a key may queue
- * new entries, and a freed value's entries are only marked). */
-static void drain_pending(RedisModuleCtx *ctx) {
+/* Find every lost value: one scan of the keyspace for all of them, stopping
+ * once none is left. What is found nowhere is not in the keyspace: dropped. */
+static void find_lost(RedisModuleCtx *ctx) {
+    drain_pending(ctx);
+    if (lost.n == 0) return;
     int saved = RedisModule_GetSelectedDb(ctx);
-    while (pendings) {
-        draining = pendings;
-        pendings = NULL;
-        for (pending *p = draining; p; p = p->next) {
-            if (p->value == NULL || p->key == NULL || p->db < 0) continue;
-            lockv *l = value_at(ctx, p->db, p->key, p->value);
-            if (l && p->value) {
-                p->value = NULL;
-                arm_here(ctx, p->key, l);
-            }
+    for (int db = 0; lost.n > 0 && RedisModule_SelectDb(ctx, db) == REDISMODULE_OK; db++) {
+        RedisModuleScanCursor *c = RedisModule_ScanCursorCreate();
+        while (lost.n > 0 && RedisModule_Scan(ctx, c, scan_for_lost, NULL)) {
         }
-        int left = 0;
-        for (pending *p = draining; p; p = p->next) left += p->value != NULL;
-        for (int db = 0; left > 0 && RedisModule_SelectDb(ctx, db) == REDISMODULE_OK; db++) {
-            RedisModuleScanCursor *c = RedisModule_ScanCursorCreate();
-            while (left > 0 && RedisModule_Scan(ctx, c, scan_for_pending, &left)) {
-            }
-            RedisModule_ScanCursorDestroy(c);
-        }
-        while (draining) {
-            pending *p = draining;
-            draining = p->next;
-            if (p->t) {
-                /* found nowhere (not even unexpired by a scan): the value is gone */
-                if (p->value && !p->t->dead) forget(p->t);
-                release(p->t);
-            }
-            if (p->key) RedisModule_FreeString(NULL, p->key);
-            RedisModule_Free(p);
-        }
+        RedisModule_ScanCursorDestroy(c);
     }
     RedisModule_SelectDb(ctx, saved);
+    while (lost.head) forget(lost.head);
 }
 
 static void process_pending(RedisModuleCtx *ctx, void *data) {
@@ -316,48 +326,175 @@ static void process_pending(RedisModuleCtx *ctx, void *data) {
     drain_pending(ctx);
 }
 
+int lease_where(RedisModuleCtx *ctx, lockv *l, int *db, RedisModuleString **key) {
+    lease_timer *t = l->lease;
+    if (t == NULL) return -1;
+    if (t->state != PLACED || t->key == NULL) {
+        hold(t);
+        drain_pending(ctx);
+        if (!t->dead && t->state == LOST) find_lost(ctx);
+        if (release(t)) return -1;
+        if (t->state != PLACED || t->key == NULL) return -1;
+    }
+    *db = t->db;
+    *key = t->key;
+    return 0;
+}
+
+/* Park `t` (its lease ended while writes are paused) until the pause lifts. */
+static void park(RedisModuleCtx *ctx, lease_timer *t) {
+    if (!t->paused) {
+        t->pprev = paused_list.tail;
+        t->pnext = NULL;
+        if (paused_list.tail) paused_list.tail->pnext = t; else paused_list.head = t;
+        paused_list.tail = t;
+        paused_list.n++;
+        t->paused = 1;
+    }
+    if (!pause_timer_armed) {
+        pause_timer_armed = 1;
+        RedisModule_CreateTimer(ctx, PAUSE_POLL_MS, pause_poll, NULL);
+    }
+}
+
+/* End the ended leases of `t`'s value (writes allowed, `t` held). */
+static void end_now(RedisModuleCtx *ctx, lease_timer *t) {
+    uint64_t now_ms = mc_now_ms();
+    int saved = RedisModule_GetSelectedDb(ctx);
+    if (t->state != PLACED || t->key == NULL) {
+        drain_pending(ctx);
+        if (!t->dead && t->state == LOST) find_lost(ctx);
+        if (t->dead || t->state != PLACED || t->key == NULL) return;
+    }
+    RedisModule_SelectDb(ctx, t->db);
+    /* (the lookup may expire the key: its callbacks then mark t dead) */
+    RedisModuleKey *key = RedisModule_OpenKey(ctx, t->key, REDISMODULE_READ | REDISMODULE_WRITE);
+    int here = !t->dead && RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_MODULE &&
+               RedisModule_ModuleTypeGetType(key) == LockType && RedisModule_ModuleTypeGetValue(key) == t->value;
+    if (here) {
+        RedisModuleString *name = RedisModule_CreateStringFromString(NULL, t->key);
+        end_leases(ctx, key, name, now_ms); /* commits, re-arms or forgets through lease_arm */
+        /* Nothing ended (it fired early) or something is still held: arm for the next end. */
+        if (!t->dead && RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_MODULE &&
+            RedisModule_ModuleTypeGetValue(key) == t->value)
+            lease_arm(ctx, name, RedisModule_ModuleTypeGetValue(key), now_ms);
+        RedisModule_FreeString(NULL, name);
+    }
+    RedisModule_CloseKey(key);
+    if (!here && !t->dead) {
+        /* Not where it was, or hidden by a lookup that did not delete it (an
+         * expired key while clients are paused): look for it again after. */
+        set_state(t, PENDING);
+        arm_pending_timer();
+    }
+    RedisModule_SelectDb(ctx, saved);
+}
+
+static void lease_timer_fired(RedisModuleCtx *ctx, void *data) {
+    lease_timer *t = data;
+    t->armed = 0; /* this timer is firing */
+    int flags = RedisModule_GetContextFlags(ctx);
+    if (flags & (REDISMODULE_CTX_FLAGS_SLAVE | REDISMODULE_CTX_FLAGS_READONLY))
+        return; /* the primary replicates expiries; keep tracking for a promotion */
+    if (RedisModule_AvoidReplicaTraffic()) {
+        park(ctx, t); /* clients paused for writes: handled once the pause lifts */
+        return;
+    }
+    hold(t);
+    end_now(ctx, t);
+    release(t);
+}
+
+/* The one timer while leases wait for paused writes: once the pause lifts,
+ * each parked entry is handled once, in the order its lease ended. */
+static void pause_poll(RedisModuleCtx *ctx, void *data) {
+    (void)data;
+    pause_timer_armed = 0;
+    pause_wakeups++;
+    if (paused_list.head == NULL) return;
+    if (RedisModule_AvoidReplicaTraffic()) {
+        pause_timer_armed = 1;
+        RedisModule_CreateTimer(ctx, PAUSE_POLL_MS, pause_poll, NULL);
+        return;
+    }
+    if (RedisModule_GetContextFlags(ctx) & (REDISMODULE_CTX_FLAGS_SLAVE | REDISMODULE_CTX_FLAGS_READONLY)) {
+        while (paused_list.head) paused_del(paused_list.head); /* demoted: its new primary ends them */
+        return;
+    }
+    lease_timer *t;
+    while ((t = paused_list.head) != NULL) {
+        paused_del(t);
+        if (t->armed) continue; /* re-armed meanwhile (a command changed the lock) */
+        hold(t);
+        end_now(ctx, t);
+        release(t);
+        if (RedisModule_AvoidReplicaTraffic()) break; /* paused again: the rest wait */
+    }
+    if (paused_list.head) park(ctx, paused_list.head);
+}
+
 /* Lock type callbacks (lock_glue.h hooks). */
 
 /* A value arrived without a command (RDB load, RESTORE, COPY): raise the token
  * floor past its tokens and arm its lease timer after the command. */
-static void lock_loaded(const lockv *l, int db, const RedisModuleString *key) {
+static void lock_loaded(const lockv *lc, int db, const RedisModuleString *key) {
+    lockv *l = (lockv *)lc;
     fencing_saw(l->last_token);
-    if (l->nholders) push_pending(key ? db : -1, key, l, NULL);
+    if (!l->nholders || detached == NULL) return;
+    lease_timer *t = entry_of(l, key ? db : 0, key);
+    set_state(t, key ? PENDING : LOST);
+    arm_pending_timer();
 }
 
-/* `l` left `key` of db `db`: its timer goes; a held value is found again after
- * the command (renamed or moved: armed there; deleted: freed by then). */
+/* `l` left `key` of db `db`: its entry waits for the end of the command (renamed
+ * or moved: found there; deleted: freed by then). */
 static void lock_unlinked(lockv *l, int db, const RedisModuleString *key) {
-    if (l->lease) {
-        lease_timer *t = l->lease;
-        l->lease = NULL;
-        forget(t);
+    if (detached == NULL) return;
+    lease_timer *t = l->lease;
+    if (t == NULL) {
+        if (!l->nholders) return;
+        t = entry_of(l, db, key);
     }
-    if (l->nholders) push_pending(db, key, l, NULL);
+    /* The last name it left. Unchanged names keep their string: a lookup of
+     * t->key that expires the key runs this while Redis still uses that very
+     * string (it retains it only after the lookup). */
+    if (key && (t->key == NULL || t->db != db || RedisModule_StringCompare(t->key, (RedisModuleString *)key) != 0)) {
+        RedisModuleString *old = t->key;
+        t->key = RedisModule_CreateStringFromString(NULL, key);
+        t->db = db;
+        if (old) RedisModule_FreeString(NULL, old);
+    }
+    set_state(t, PENDING);
+    arm_pending_timer();
 }
 
-/* `l` is being freed. On the main thread its timer and pending entries go; a
- * free elsewhere (an asynchronous flush) follows a flush event that did that. */
+/* `l` is being freed. On the main thread its entry goes; a free elsewhere (an
+ * asynchronous flush) follows a flush event that did that. */
 static void lock_freed(lockv *l) {
     if (!on_main_thread()) return;
-    if (l->lease) {
-        lease_timer *t = l->lease;
-        l->lease = NULL;
+    if (lease_value_gone_hook) lease_value_gone_hook(l);
+    if (l->lease) forget(l->lease);
+}
+
+/* Drop every entry of db `db` (-1: all) without touching a value beyond its
+ * pointers to the entry and its sessions (values about to be freed elsewhere). */
+static void forget_db(int db) {
+    lease_timer *t = timers, *next;
+    for (; t; t = next) {
+        next = t->next;
+        if (t->dead || (db != -1 && t->db != db)) continue;
+        if (t->value && lease_value_gone_hook) lease_value_gone_hook(t->value);
         forget(t);
+        /* forget may free t only: next stays valid (no callback runs here) */
     }
-    /* only marked: a drain may be walking either list right now */
-    for (pending *p = pendings; p; p = p->next)
-        if (p->value == l) p->value = NULL;
-    for (pending *p = draining; p; p = p->next)
-        if (p->value == l) p->value = NULL;
 }
 
 /* FLUSHDB / FLUSHALL (also before a replica's full sync and DEBUG RELOAD).
- * Before: settle the pending values. A synchronous flush frees the values on
- * this thread, each through lock_freed, which drops its entry. An asynchronous
- * one frees them on a background thread, which never reads a value's lease
- * pointer: their entries are dropped now, without touching the values (no key
- * lookup either: one could expire a key in the middle). After: serve the
+ * Before: settle the pending values (and, before an asynchronous FLUSHDB, the
+ * lost ones: they may live in another db). A synchronous flush frees the
+ * values on this thread, each through lock_freed, which drops its entry. An
+ * asynchronous one frees them on a background thread, which never reads a
+ * value's lease pointer: their entries are dropped now. After: serve the
  * waiters there (their keys are gone). */
 static void on_flush(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t sub, void *data) {
     (void)e;
@@ -368,10 +505,19 @@ static void on_flush(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t sub, void
     }
     drain_pending(ctx);
     if (fi->sync) return;
-    size_t n;
-    lease_timer **v = hold_all(fi->dbnum, &n);
-    for (size_t i = 0; i < n; i++) forget(v[i]);
-    release_all(v, n);
+    if (fi->dbnum != -1 && lost.n > 0) find_lost(ctx);
+    forget_db(fi->dbnum);
+}
+
+/* A replica starts loading its primary's data: a diskless load into a
+ * temporary db frees the old values later on another thread, with no flush
+ * event. Drop every entry now (the values are still alive); the loaded values
+ * get new ones. */
+static void on_loading(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t sub, void *data) {
+    (void)ctx;
+    (void)e;
+    (void)data;
+    if (sub == REDISMODULE_SUBEVENT_LOADING_REPL_START) forget_db(-1);
 }
 
 /* SWAPDB: the entries follow their values. */
@@ -382,10 +528,6 @@ static void on_swapdb(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t sub, voi
     for (lease_timer *t = timers; t; t = t->next) {
         if (t->db == si->dbnum_first) t->db = si->dbnum_second;
         else if (t->db == si->dbnum_second) t->db = si->dbnum_first;
-    }
-    for (pending *p = pendings; p; p = p->next) {
-        if (p->db == si->dbnum_first) p->db = si->dbnum_second;
-        else if (p->db == si->dbnum_second) p->db = si->dbnum_first;
     }
     /* Waiters stay on their db index (as BLPOP's do), whose keys are now the
      * other db's: serve both dbs' queues, whose head waiters may fit now. */
@@ -416,6 +558,15 @@ long long leases_tracked(void) {
     return ntimers;
 }
 
+void leases_counters(leases_stats *out) {
+    out->tracked = ntimers;
+    out->pending = pending.n;
+    out->lost = lost.n;
+    out->paused = paused_list.n;
+    out->keys_scanned = keys_scanned;
+    out->pause_wakeups = pause_wakeups;
+}
+
 int leases_init(RedisModuleCtx *ctx, lease_end_fn on_end) {
     end_leases = on_end;
     main_thread = pthread_self();
@@ -424,7 +575,8 @@ int leases_init(RedisModuleCtx *ctx, lease_end_fn on_end) {
     lock_unlink_hook = lock_unlinked;
     lock_free_hook = lock_freed;
     if (RedisModule_SubscribeToServerEvent(ctx, RedisModuleEvent_FlushDB, on_flush) == REDISMODULE_ERR ||
-        RedisModule_SubscribeToServerEvent(ctx, RedisModuleEvent_SwapDB, on_swapdb) == REDISMODULE_ERR)
+        RedisModule_SubscribeToServerEvent(ctx, RedisModuleEvent_SwapDB, on_swapdb) == REDISMODULE_ERR ||
+        RedisModule_SubscribeToServerEvent(ctx, RedisModuleEvent_Loading, on_loading) == REDISMODULE_ERR)
         return REDISMODULE_ERR;
     return RedisModule_SubscribeToServerEvent(ctx, RedisModuleEvent_ReplicationRoleChanged, on_role_change);
 }

@@ -154,10 +154,9 @@ static int release_hold(RedisModuleCtx *ctx, RedisModuleString **argv, int all) 
         int h = lock_find(l, owner, len);
         if (h >= 0) {
             if (all) l->holders[h].count = 1;
-            uint64_t client_id = l->holders[h].client_id, granted_ms = l->holders[h].granted_ms;
+            uint64_t granted_ms = l->holders[h].granted_ms;
             left = lock_release(l, owner, len);
-            if (left == 0) lock_note_hold(granted_ms, now_ms);
-            if (left == 0 && client_id) session_drop(ctx, client_id, argv[1], owner, len);
+            if (left == 0) lock_note_hold(granted_ms, now_ms); /* its SESSION entry goes at the commit */
             lock_commit_verbatim(ctx, key, argv[1], l, now_ms, flags);
         }
     }
@@ -295,7 +294,14 @@ void lock_info(RedisModuleInfoCtx *ctx) {
     RedisModule_InfoAddFieldLongLong(ctx, "leases_expired_while_held", lock_stats.expired);
     RedisModule_InfoAddFieldLongLong(ctx, "waiters", lock_stats.waiting);
     RedisModule_InfoAddFieldLongLong(ctx, "max_queue_length", lock_max_queue_length());
-    RedisModule_InfoAddFieldLongLong(ctx, "lease_timers", leases_tracked());
+    leases_stats ls;
+    leases_counters(&ls);
+    RedisModule_InfoAddFieldLongLong(ctx, "lease_timers", ls.tracked);
+    RedisModule_InfoAddFieldLongLong(ctx, "leases_moved_pending", ls.pending + ls.lost);
+    RedisModule_InfoAddFieldLongLong(ctx, "lease_keys_scanned", ls.keys_scanned);
+    RedisModule_InfoAddFieldLongLong(ctx, "leases_paused", ls.paused);
+    RedisModule_InfoAddFieldLongLong(ctx, "lease_pause_wakeups", ls.pause_wakeups);
+    RedisModule_InfoAddFieldLongLong(ctx, "session_entries", sessions_entries());
     const struct {
         const char *name;
         const histogram *h;

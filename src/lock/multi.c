@@ -182,7 +182,7 @@ static void grant_all(RedisModuleCtx *ctx, RedisModuleKey **keys, const multi_re
         fencing_saw(token);
         if (created) RedisModule_ModuleTypeSetValue(keys[i], LockType, l);
         lock_commit(ctx, keys[i], req->keys[i], l, now_ms);
-        if (req->lock.client_id) session_add(ctx, req->lock.client_id, req->keys[i], req->lock.owner, req->lock.owner_len);
+        if (req->lock.client_id) session_add(ctx, req->lock.client_id, l, req->lock.owner, req->lock.owner_len);
         lock_stats.grants++;
     }
     out->granted = 1;
@@ -437,10 +437,9 @@ static int ReleaseAll_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv
         int h = l ? lock_find(l, req.lock.owner, req.lock.owner_len) : -1;
         left[k] = -1;
         if (h < 0) continue;
-        uint64_t client_id = l->holders[h].client_id, granted_ms = l->holders[h].granted_ms;
+        uint64_t granted_ms = l->holders[h].granted_ms;
         left[k] = lock_release(l, req.lock.owner, req.lock.owner_len);
-        if (left[k] == 0) lock_note_hold(granted_ms, now_ms);
-        if (left[k] == 0 && client_id) session_drop(ctx, client_id, req.keys[k], req.lock.owner, req.lock.owner_len);
+        if (left[k] == 0) lock_note_hold(granted_ms, now_ms); /* its SESSION entry goes at the commit */
         /* the state, not the command: its replay needs no clock and no lease end of its own */
         lock_commit(ctx, keys[k], req.keys[k], l, now_ms);
     }

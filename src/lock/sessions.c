@@ -1,152 +1,144 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* sessions.c -- release on disconnect; see sessions.h. A disconnecting
- * client's context cannot write, so its locks are released from a timer. */
+/* sessions.c -- release on disconnect; see sessions.h.
+ *
+ * One entry per SESSION grant, on two lists: its client's and its lock
+ * value's (lockv.sessions). The entry names the value, not its key, so a
+ * disconnect ends the hold wherever the key went (RENAME, MOVE, SWAPDB; the
+ * value's lease entry knows the place, leases.h). An entry lives exactly as
+ * long as its hold: every commit of a value that has entries (session_sync)
+ * drops those whose holder is gone (released, lease ended, ended by a lock-delay)
+ * and a value freed or dropped drops all of its own, each in O(1); a client
+ * whose last entry goes is forgotten. Memory follows the live holds, whatever
+ * a connection held before.
+ *
+ * A disconnecting client's context cannot write, so its holds are released
+ * from a timer. */
 #include "lock/sessions.h"
 
 #include <string.h>
 
+#include "lock/leases.h"
 #include "lock/state.h"
 #include "server/clock.h"
 #include "server/waitq.h"
 
-/* One SESSION grant: (db, key, owner) held by a client. */
-typedef struct session_lock {
-    int db;
-    RedisModuleString *key;
-    RedisModuleString *owner;
-} session_lock;
+#define PAUSE_RETRY_MS 10
 
-/* A client's SESSION grants, by entry id (session_id). Entries whose holder
- * went without a release (lease ended, key deleted) are pruned when the
- * count doubles, so memory follows the live grants and each add costs O(log n)
- * amortized. */
-typedef struct client_sessions {
-    RedisModuleDict *entries; /* session_id -> session_lock */
-    size_t prune_at;          /* prune when the dict reaches this size */
-} client_sessions;
+typedef struct client_sessions client_sessions;
 
-#define PRUNE_MIN 16
+/* One SESSION grant: `owner` holds `value` for client `cs`. */
+typedef struct session_entry {
+    client_sessions *cs;
+    lockv *value;
+    char *owner;
+    size_t owner_len;
+    struct session_entry *cprev, *cnext; /* the client's entries */
+    struct session_entry *vprev, *vnext; /* the value's entries (lockv.sessions heads them) */
+} session_entry;
+
+struct client_sessions {
+    uint64_t id;
+    session_entry *head;
+    long long n;
+};
 
 static RedisModuleDict *sessions;    /* client id (8 bytes) -> client_sessions */
 static uint64_t *closed_ids;         /* disconnected clients whose locks to release */
 static size_t nclosed, closed_cap;
 static int release_timer_armed;
+static long long nentries;
 
-/* The id of (db, key, owner): db, key length (4 bytes each), key, owner;
- * binary-safe. In `stackbuf` when it fits in `cap`, else allocated (the caller
- * frees it when the result != stackbuf). */
-static char *session_id(int db, RedisModuleString *keyname, const char *owner, size_t olen, char *stackbuf,
-                        size_t cap, size_t *len) {
-    size_t klen;
-    const char *k = RedisModule_StringPtrLen(keyname, &klen);
-    uint32_t d = (uint32_t)db, kl = (uint32_t)klen;
-    *len = 8 + klen + olen;
-    char *buf = *len <= cap ? stackbuf : RedisModule_Alloc(*len);
-    memcpy(buf, &d, 4);
-    memcpy(buf + 4, &kl, 4);
-    memcpy(buf + 8, k, klen);
-    memcpy(buf + 8 + klen, owner, olen);
-    return buf;
-}
-
-static void session_lock_free(session_lock *s) {
-    RedisModule_FreeString(NULL, s->key);
-    RedisModule_FreeString(NULL, s->owner);
-    RedisModule_Free(s);
-}
-
-static void client_sessions_free(client_sessions *cs) {
-    RedisModuleDictIter *it = RedisModule_DictIteratorStartC(cs->entries, "^", NULL, 0);
-    session_lock *s;
-    while (RedisModule_DictNextC(it, NULL, (void **)&s)) session_lock_free(s);
-    RedisModule_DictIteratorStop(it);
-    RedisModule_FreeDict(NULL, cs->entries);
-    RedisModule_Free(cs);
-}
-
-/* Whether client `id` still holds a running lease of the lock at s (read only). */
-static int session_live(RedisModuleCtx *ctx, uint64_t id, const session_lock *s, uint64_t now_ms) {
-    RedisModule_SelectDb(ctx, s->db);
-    RedisModuleKey *key;
-    if (lock_open(ctx, s->key, REDISMODULE_READ, &key) != 0) return 0;
-    int live = 0;
-    if (key && RedisModule_KeyType(key) != REDISMODULE_KEYTYPE_EMPTY) {
-        lockv *l = RedisModule_ModuleTypeGetValue(key);
-        size_t olen;
-        const char *owner = RedisModule_StringPtrLen(s->owner, &olen);
-        int h = lock_find(l, owner, olen);
-        live = h >= 0 && l->holders[h].client_id == id && l->holders[h].expires_ms > now_ms;
-    }
-    if (key) RedisModule_CloseKey(key);
-    return live;
-}
-
-/* Forget the entries of client `id` whose holder is gone, then set the next
- * prune size to twice what is left. */
-static void session_prune(RedisModuleCtx *ctx, uint64_t id, client_sessions *cs) {
-    int saved = RedisModule_GetSelectedDb(ctx);
-    uint64_t now_ms = mc_now_ms();
-    size_t n = 0, cap = RedisModule_DictSize(cs->entries);
-    RedisModuleString **dead = RedisModule_Alloc(sizeof(*dead) * (cap ? cap : 1));
-    RedisModuleDictIter *it = RedisModule_DictIteratorStartC(cs->entries, "^", NULL, 0);
-    RedisModuleString *eid;
-    session_lock *s;
-    while ((eid = RedisModule_DictNext(NULL, it, (void **)&s)) != NULL) {
-        if (!session_live(ctx, id, s, now_ms)) dead[n++] = eid;
-        else RedisModule_FreeString(NULL, eid);
-    }
-    RedisModule_DictIteratorStop(it);
-    for (size_t i = 0; i < n; i++) {
-        session_lock *gone = NULL;
-        RedisModule_DictDel(cs->entries, dead[i], &gone);
-        if (gone) session_lock_free(gone);
-        RedisModule_FreeString(NULL, dead[i]);
-    }
-    RedisModule_Free(dead);
-    RedisModule_SelectDb(ctx, saved);
-    size_t left = RedisModule_DictSize(cs->entries);
-    cs->prune_at = left * 2 > PRUNE_MIN ? left * 2 : PRUNE_MIN;
-}
-
-void session_add(RedisModuleCtx *ctx, uint64_t client_id, RedisModuleString *keyname, const char *owner,
-                 size_t len) {
-    int db = RedisModule_GetSelectedDb(ctx);
-    client_sessions *cs = RedisModule_DictGetC(sessions, &client_id, sizeof(client_id), NULL);
-    if (cs == NULL) {
-        cs = RedisModule_Alloc(sizeof(*cs));
-        cs->entries = RedisModule_CreateDict(NULL);
-        cs->prune_at = PRUNE_MIN;
-        RedisModule_DictSetC(sessions, &client_id, sizeof(client_id), cs);
-    }
-    char stackbuf[256];
-    size_t idlen;
-    char *id = session_id(db, keyname, owner, len, stackbuf, sizeof(stackbuf), &idlen);
-    if (RedisModule_DictGetC(cs->entries, id, idlen, NULL) == NULL) {
-        session_lock *s = RedisModule_Alloc(sizeof(*s));
-        s->db = db;
-        s->key = RedisModule_CreateStringFromString(NULL, keyname);
-        s->owner = RedisModule_CreateString(NULL, owner, len);
-        RedisModule_DictSetC(cs->entries, id, idlen, s);
-        if (RedisModule_DictSize(cs->entries) >= cs->prune_at) session_prune(ctx, client_id, cs);
-    }
-    if (id != stackbuf) RedisModule_Free(id);
-}
-
-void session_drop(RedisModuleCtx *ctx, uint64_t client_id, RedisModuleString *keyname, const char *owner,
-                  size_t len) {
-    client_sessions *cs = RedisModule_DictGetC(sessions, &client_id, sizeof(client_id), NULL);
-    if (cs == NULL) return;
-    char stackbuf[256];
-    size_t idlen;
-    char *id = session_id(RedisModule_GetSelectedDb(ctx), keyname, owner, len, stackbuf, sizeof(stackbuf), &idlen);
-    session_lock *s = NULL;
-    if (RedisModule_DictDelC(cs->entries, id, idlen, &s) == REDISMODULE_OK && s) session_lock_free(s);
-    if (id != stackbuf) RedisModule_Free(id);
-    if (RedisModule_DictSize(cs->entries) == 0) {
-        RedisModule_DictDelC(sessions, &client_id, sizeof(client_id), NULL);
-        RedisModule_FreeDict(NULL, cs->entries);
+/* Take `e` off both lists and free it; its client goes with its last entry. */
+static void entry_drop(session_entry *e) {
+    client_sessions *cs = e->cs;
+    if (e->cprev) e->cprev->cnext = e->cnext; else cs->head = e->cnext;
+    if (e->cnext) e->cnext->cprev = e->cprev;
+    if (e->vprev) e->vprev->vnext = e->vnext; else e->value->sessions = e->vnext;
+    if (e->vnext) e->vnext->vprev = e->vprev;
+    RedisModule_Free(e->owner);
+    RedisModule_Free(e);
+    nentries--;
+    if (--cs->n == 0) {
+        RedisModule_DictDelC(sessions, &cs->id, sizeof(cs->id), NULL);
         RedisModule_Free(cs);
     }
+}
+
+/* Whether `e`'s client still holds `l` as `e`'s owner. */
+static int entry_live(const session_entry *e, const lockv *l) {
+    int h = lock_find(l, e->owner, e->owner_len);
+    return h >= 0 && l->holders[h].client_id == e->cs->id;
+}
+
+void session_add(RedisModuleCtx *ctx, uint64_t client_id, lockv *l, const char *owner, size_t len) {
+    (void)ctx;
+    for (session_entry *e = l->sessions; e; e = e->vnext)
+        if (e->cs->id == client_id && e->owner_len == len && memcmp(e->owner, owner, len) == 0) return;
+    client_sessions *cs = RedisModule_DictGetC(sessions, &client_id, sizeof(client_id), NULL);
+    if (cs == NULL) {
+        cs = RedisModule_Calloc(1, sizeof(*cs));
+        cs->id = client_id;
+        RedisModule_DictSetC(sessions, &client_id, sizeof(client_id), cs);
+    }
+    session_entry *e = RedisModule_Calloc(1, sizeof(*e));
+    e->cs = cs;
+    e->value = l;
+    e->owner = RedisModule_Alloc(len);
+    memcpy(e->owner, owner, len);
+    e->owner_len = len;
+    e->cnext = cs->head;
+    if (cs->head) cs->head->cprev = e;
+    cs->head = e;
+    cs->n++;
+    e->vnext = l->sessions;
+    if (l->sessions) ((session_entry *)l->sessions)->vprev = e;
+    l->sessions = e;
+    nentries++;
+}
+
+void session_sync(lockv *l) {
+    session_entry *e = l->sessions, *next;
+    for (; e; e = next) {
+        next = e->vnext;
+        if (!entry_live(e, l)) entry_drop(e);
+    }
+}
+
+/* lease_value_gone_hook: `l` is freed or dropped; its entries go. */
+static void value_gone(lockv *l) {
+    while (l->sessions) entry_drop(l->sessions);
+}
+
+long long sessions_entries(void) {
+    return nentries;
+}
+
+/* End client `id`'s hold of `owner` on the value `l` (the entry is gone): find
+ * the value's key, end the hold as a lease end would (a lock-delay runs from
+ * now), commit, serve the waiters. */
+static void release_one(RedisModuleCtx *ctx, uint64_t id, lockv *l, const char *owner, size_t olen, uint64_t now_ms) {
+    int db;
+    RedisModuleString *where;
+    if (lease_where(ctx, l, &db, &where) != 0) return;
+    RedisModuleString *name = RedisModule_CreateStringFromString(NULL, where);
+    RedisModule_SelectDb(ctx, db);
+    RedisModuleKey *key;
+    if (lock_open(ctx, name, REDISMODULE_READ | REDISMODULE_WRITE, &key) == 0) {
+        if (RedisModule_KeyType(key) != REDISMODULE_KEYTYPE_EMPTY && RedisModule_ModuleTypeGetValue(key) == l) {
+            int h = lock_find(l, owner, olen);
+            if (h >= 0 && l->holders[h].client_id == id) {
+                uint64_t granted_ms = l->holders[h].granted_ms, until = l->holders[h].expires_ms;
+                uint64_t end = until < now_ms ? until : now_ms; /* a lease ended first: its end */
+                lock_end_hold(l, (uint32_t)h, end); /* no release: a lock-delay runs from here */
+                lock_note_hold(granted_ms, end);
+                lock_drop_ended(l, now_ms); /* ended leases count as in lock_expire_leases */
+                lock_commit(ctx, key, name, l, now_ms);
+                waitq_kick(ctx, name);
+            }
+        }
+        RedisModule_CloseKey(key);
+    }
+    RedisModule_FreeString(NULL, name);
 }
 
 /* Timer: release the SESSION grants of the clients that disconnected (a
@@ -157,41 +149,26 @@ static void release_closed_sessions(RedisModuleCtx *ctx, void *data) {
     int replica = (RedisModule_GetContextFlags(ctx) & REDISMODULE_CTX_FLAGS_SLAVE) != 0;
     if (!replica && RedisModule_AvoidReplicaTraffic()) {
         release_timer_armed = 1;
-        RedisModule_CreateTimer(ctx, 10, release_closed_sessions, NULL);
+        RedisModule_CreateTimer(ctx, PAUSE_RETRY_MS, release_closed_sessions, NULL);
         return;
     }
     int saved = RedisModule_GetSelectedDb(ctx);
     uint64_t now_ms = mc_now_ms();
     for (size_t i = 0; i < nclosed; i++) {
         uint64_t id = closed_ids[i];
-        client_sessions *cs = NULL;
-        RedisModule_DictDelC(sessions, &id, sizeof(id), &cs);
-        if (cs == NULL) continue;
-        RedisModuleDictIter *it = RedisModule_DictIteratorStartC(cs->entries, "^", NULL, 0);
-        session_lock *s;
-        while (!replica && RedisModule_DictNextC(it, NULL, (void **)&s)) {
-            RedisModule_SelectDb(ctx, s->db);
-            RedisModuleKey *key;
-            if (lock_open(ctx, s->key, REDISMODULE_READ | REDISMODULE_WRITE, &key) != 0) continue;
-            if (RedisModule_KeyType(key) != REDISMODULE_KEYTYPE_EMPTY) {
-                lockv *l = RedisModule_ModuleTypeGetValue(key);
-                size_t olen;
-                const char *owner = RedisModule_StringPtrLen(s->owner, &olen);
-                int h = lock_find(l, owner, olen);
-                if (h >= 0 && l->holders[h].client_id == id) {
-                    uint64_t granted_ms = l->holders[h].granted_ms, until = l->holders[h].expires_ms;
-                    uint64_t end = until < now_ms ? until : now_ms; /* a lease ended first: its end */
-                    lock_end_hold(l, (uint32_t)h, end); /* no release: a lock-delay runs from here */
-                    lock_note_hold(granted_ms, end);
-                    lock_drop_ended(l, now_ms); /* ended leases count as in lock_expire_leases */
-                    lock_commit(ctx, key, s->key, l, now_ms);
-                    waitq_kick(ctx, s->key);
-                }
-            }
-            RedisModule_CloseKey(key);
+        client_sessions *cs;
+        /* each entry leaves before its release (a commit syncs the value's
+         * entries); the client goes with its last one */
+        while ((cs = RedisModule_DictGetC(sessions, &id, sizeof(id), NULL)) != NULL) {
+            session_entry *e = cs->head;
+            lockv *l = e->value;
+            size_t olen = e->owner_len;
+            char *owner = RedisModule_Alloc(olen);
+            memcpy(owner, e->owner, olen);
+            entry_drop(e);
+            if (!replica) release_one(ctx, id, l, owner, olen, now_ms);
+            RedisModule_Free(owner);
         }
-        RedisModule_DictIteratorStop(it);
-        client_sessions_free(cs);
     }
     nclosed = 0;
     RedisModule_SelectDb(ctx, saved);
@@ -217,5 +194,6 @@ static void on_client_change(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t s
 
 int sessions_init(RedisModuleCtx *ctx) {
     sessions = RedisModule_CreateDict(NULL);
+    lease_value_gone_hook = value_gone;
     return RedisModule_SubscribeToServerEvent(ctx, RedisModuleEvent_ClientChange, on_client_change);
 }

@@ -8,16 +8,22 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "redismodule.h"
+#include "lock/lock_glue.h"
 
 /* Subscribe to client disconnections. REDISMODULE_OK or REDISMODULE_ERR. */
 int sessions_init(RedisModuleCtx *ctx);
 
-/* Client `client_id` was granted (db, key, owner) with SESSION: release it when
- * that client disconnects. Known entries are not added twice. */
-void session_add(RedisModuleCtx *ctx, uint64_t client_id, RedisModuleString *keyname, const char *owner, size_t len);
+/* Client `client_id` was granted `owner`'s hold of the lock value `l` (just
+ * committed) with SESSION: end it when that client disconnects, wherever the
+ * value's key went by then. Known entries are not added twice. O(SESSION
+ * holders of l). */
+void session_add(RedisModuleCtx *ctx, uint64_t client_id, lockv *l, const char *owner, size_t len);
 
-/* The holder of a session permit released it: forget the entry. */
-void session_drop(RedisModuleCtx *ctx, uint64_t client_id, RedisModuleString *keyname, const char *owner, size_t len);
+/* After a change to `l` (state.c's commits): its entries whose holder is gone
+ * (released, lease ended) go. O(1) when l has none. */
+void session_sync(lockv *l);
+
+/* SESSION entries alive (INFO session_entries). */
+long long sessions_entries(void);
 
 #endif

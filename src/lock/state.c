@@ -4,6 +4,7 @@
 
 #include "core/decimal.h"
 #include "lock/leases.h"
+#include "lock/sessions.h"
 #include "server/args.h"
 #include "server/keys.h"
 #include "server/replargs.h"
@@ -31,7 +32,12 @@ uint32_t lock_drop_ended(lockv *l, uint64_t now_ms) {
 }
 
 int lock_open(RedisModuleCtx *ctx, RedisModuleString *keyname, int mode, RedisModuleKey **key) {
-    return mc_open_typed(ctx, keyname, mode, LockType, key);
+    if (mc_open_typed(ctx, keyname, mode, LockType, key) != 0) return -1;
+    if (*key && RedisModule_KeyType(*key) != REDISMODULE_KEYTYPE_EMPTY) {
+        lockv *l = RedisModule_ModuleTypeGetValue(*key);
+        if (l->lease) lease_seen(ctx, keyname, l); /* a renamed value is placed here (O(1)) */
+    }
+    return 0;
 }
 
 int lock_open_kind(RedisModuleCtx *ctx, RedisModuleString *keyname, int mode, int ephemeral, RedisModuleKey **key) {
@@ -88,6 +94,7 @@ static void replicate_state(RedisModuleCtx *ctx, RedisModuleString *keyname, con
 
 void lock_commit(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleString *keyname, lockv *l, uint64_t now_ms) {
     RedisModule_SignalModifiedKey(ctx, keyname); /* a write signals its key (module.c) */
+    if (l->sessions) session_sync(l);
     if (l->ephemeral && l->nholders == 0) {
         RedisModule_DeleteKey(key);
         RedisModule_Replicate(ctx, "DEL", "s", keyname); /* its lease entry went with the value */
@@ -100,6 +107,7 @@ void lock_commit(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleString *ke
 void lock_commit_verbatim(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleString *keyname, lockv *l,
                           uint64_t now_ms, int ctx_flags) {
     RedisModule_SignalModifiedKey(ctx, keyname); /* a write signals its key (module.c) */
+    if (l->sessions) session_sync(l);
     if (l->ephemeral && l->nholders == 0) {
         RedisModule_DeleteKey(key);
     } else if (ctx_flags & REDISMODULE_CTX_FLAGS_SLAVE) {

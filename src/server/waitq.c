@@ -58,6 +58,8 @@ struct waitq {
     int kicked;             /* the timer is armed to serve at once */
     RedisModuleTimerID timer;
     int timer_armed;
+    int parked;             /* on the paused list: served once writes resume */
+    struct waitq *pprev, *pnext;
 };
 
 /* What a waiter's reply callback gets: the one answer of its wait, built when
@@ -74,6 +76,10 @@ static RedisModuleDict *queues;    /* id -> waitq */
 static RedisModuleDict *by_client; /* blocked client handle -> waiter */
 static long long total_waiting;
 static RedisModuleCtx *detached; /* timers armed from type callbacks, which have no context */
+/* Queues whose head waits for paused writes (CLIENT PAUSE WRITE, failover) to
+ * resume, in the order they paused; one poll timer for all of them. */
+static waitq *parked_head, *parked_tail;
+static int pause_timer_armed;
 
 /* The queue of `key` in db `db`, or NULL. */
 static waitq *find_queue_in(int db, const RedisModuleString *key) {
@@ -188,8 +194,17 @@ static int heads_all(const group *g) {
     return 1;
 }
 
+static void unpark(waitq *q) {
+    if (!q->parked) return;
+    if (q->pprev) q->pprev->pnext = q->pnext; else parked_head = q->pnext;
+    if (q->pnext) q->pnext->pprev = q->pprev; else parked_tail = q->pprev;
+    q->pprev = q->pnext = NULL;
+    q->parked = 0;
+}
+
 static void drop_queue_if_empty(RedisModuleCtx *ctx, waitq *q) {
     if (q->head) return;
+    unpark(q);
     if (q->timer_armed) RedisModule_StopTimer(ctx, q->timer, NULL);
     RedisModule_DictDel(queues, q->id, NULL);
     RedisModule_FreeString(NULL, q->id);
@@ -199,6 +214,41 @@ static void drop_queue_if_empty(RedisModuleCtx *ctx, waitq *q) {
 
 static void serve(RedisModuleCtx *ctx, void *data);
 static void kick(RedisModuleCtx *ctx, waitq *q);
+static void pause_poll(RedisModuleCtx *ctx, void *data);
+
+/* The head of `q` cannot be granted while writes are paused: park the queue
+ * (its timer still answers deadlines) until the one poll timer sees the pause
+ * lift. */
+static void park(RedisModuleCtx *ctx, waitq *q) {
+    if (!q->parked) {
+        q->pprev = parked_tail;
+        q->pnext = NULL;
+        if (parked_tail) parked_tail->pnext = q; else parked_head = q;
+        parked_tail = q;
+        q->parked = 1;
+    }
+    if (!pause_timer_armed) {
+        pause_timer_armed = 1;
+        RedisModule_CreateTimer(ctx, PAUSE_RETRY_MS, pause_poll, NULL);
+    }
+}
+
+/* Once writes resume, serve every parked queue once, in the order they paused. */
+static void pause_poll(RedisModuleCtx *ctx, void *data) {
+    (void)data;
+    pause_timer_armed = 0;
+    if (parked_head == NULL) return;
+    if (RedisModule_AvoidReplicaTraffic()) {
+        pause_timer_armed = 1;
+        RedisModule_CreateTimer(ctx, PAUSE_RETRY_MS, pause_poll, NULL);
+        return;
+    }
+    while (parked_head) {
+        waitq *q = parked_head;
+        unpark(q);
+        kick(ctx, q);
+    }
+}
 
 /* After the waiter of `w` was unlinked: each of its queues other than
  * `current` (NULL: all of them) is dropped when empty, or served at once when
@@ -281,8 +331,9 @@ static void serve(RedisModuleCtx *ctx, void *data) {
     uint64_t now_us = mc_now_us(), now_ms = now_us / 1000;
     expire_due(ctx, q, now_us);
     if (q->head && RedisModule_AvoidReplicaTraffic()) {
-        /* clients paused for writes: grant nothing now */
-        q->retry_at = now_ms + PAUSE_RETRY_MS;
+        /* clients paused for writes: grant nothing now; served when they resume */
+        q->retry_at = 0;
+        park(ctx, q);
     } else if (q->head && slot_moved(ctx, q)) {
         /* serving here would write into a slot this node no longer owns */
         while (q->head) {

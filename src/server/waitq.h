@@ -28,7 +28,8 @@
  * to another node by the time they would be served get TRYAGAIN (their client
  * retries on the new owner) instead of a write into a slot this node lost.
  * While clients are paused for writes (CLIENT PAUSE WRITE, failover) nobody is
- * granted and the timer retries shortly after; deadlines are still answered.
+ * granted: the queue joins one list of paused queues, which one poll timer
+ * serves once each, in order, when writes resume; deadlines are still answered.
  * Used by the rate limits (WAIT) and the locks.
  *
  * Multi-key waiters (waitq_block_all: a request that needs several keys of

@@ -9,7 +9,8 @@ adjustment on the acquirers' PERMITS n; added permits serve the waiters), waiter
 out or disconnect, a lease made to end (the waiter behind it must be served by
 the module's timer), a session connection that closes, DEL/UNLINK/FLUSHALL/
 FLUSHDB of held locks with waiters (the head waiter is served at once), RENAME,
-MOVE (to db 1) and COPY, DEBUG RELOAD, SAVE + kill -9 + restart, and a replica
+MOVE (to db 1), SWAPDB and COPY -- of keys with SESSION holders too, whose
+connection closing then releases them where the keys went --, DEBUG RELOAD, SAVE + kill -9 + restart, and a replica
 compared with the primary (DEBUG DIGEST, LOCK.INSPECT).
 
 After every step every lock is read back with LOCK.INSPECT and compared with the
@@ -96,7 +97,7 @@ class Waiter:
 
 STATS = {"examples": 0, "steps": 0, "grants": 0, "waiters served": 0, "timeouts": 0, "restarts": 0,
          "lock-delays": 0, "read grants": 0, "upgrades refused": 0, "weighted grants": 0,
-         "pool changes": 0, "pool refusals": 0}
+         "pool changes": 0, "pool refusals": 0, "moves": 0, "session holds moved": 0, "swapdbs": 0}
 
 
 class LockMachine(RuleBasedStateMachine):
@@ -455,9 +456,21 @@ class LockMachine(RuleBasedStateMachine):
                 self.serve(key)
 
     def movable(self, key):
+        """A held key may move (SESSION holders included: their connection's
+        close releases them where the key went); not while clients wait on it
+        (waiters stay on the name)."""
         lk = self.locks.get(key)
-        return (lk is not None and not self.queues.get(key)
-                and all(h.session is None for h in lk.holders.values()))
+        return lk is not None and not self.queues.get(key)
+
+    def moved(self, src, dst):
+        """The lock at src is now at dst: its session holders follow it."""
+        self.locks[dst] = self.locks.pop(src)
+        for h in self.locks[dst].holders.values():
+            if h.session is not None and src in h.session.holds:
+                h.session.holds.discard(src)
+                h.session.holds.add(dst)
+        STATS["moves"] += 1
+        STATS["session holds moved"] += sum(h.session is not None for h in self.locks[dst].holders.values())
 
     @rule(src=st.sampled_from(NAMES), dst=st.sampled_from(NAMES), db=DB,
           how=st.sampled_from(["RENAME", "COPY"]))
@@ -475,9 +488,10 @@ class LockMachine(RuleBasedStateMachine):
                         for o, h in lk.holders.items()}
         for o, h in lk.holders.items():
             copy.holders[o].count = h.count
-        self.locks[d] = copy
         if how == "RENAME":
-            del self.locks[s]
+            self.moved(s, d)
+        else:
+            self.locks[d] = copy   # a copy's holders are plain ones: no session ends them
 
     @rule(name=st.sampled_from(NAMES), db=DB)
     def move(self, name, db):
@@ -485,7 +499,18 @@ class LockMachine(RuleBasedStateMachine):
         if not self.movable(s) or d in self.locks or self.queues.get(d):
             return
         assert self.c(db).execute_command("MOVE", name, 1 - db) == 1
-        self.locks[d] = self.locks.pop(s)
+        self.moved(s, d)
+
+    @precondition(lambda self: not any(self.queues.values()))
+    @rule()
+    def swapdb(self):
+        """SWAPDB 0 1 with nobody waiting: every lock (SESSION holders
+        included) follows its key to the other db index."""
+        assert self.c(0).execute_command("SWAPDB", 0, 1)
+        self.locks = {(1 - db, name): lk for (db, name), lk in self.locks.items()}
+        for conn in self.sessions:
+            conn.holds = {(1 - db, name) for (db, name) in conn.holds}
+        STATS["swapdbs"] += 1
 
     @precondition(lambda self: not self.sessions)
     @rule()
@@ -637,3 +662,4 @@ def test_lock_model(servers):
     assert STATS["waiters served"] > 0 and STATS["grants"] > STATS["examples"], STATS
     assert STATS["lock-delays"] > 0 and STATS["read grants"] > 0 and STATS["weighted grants"] > 0, STATS
     assert STATS["pool changes"] > 0 and STATS["pool refusals"] > 0, STATS
+    assert STATS["session holds moved"] > 0 and STATS["swapdbs"] > 0, STATS
