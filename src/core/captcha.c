@@ -67,6 +67,11 @@ static json_t *parse_json(const char *text, size_t len, int *json_error, char *e
     return root;
 }
 
+/* Bytes of one captcha allocation: the struct, then its levels, then its ring. */
+static size_t captcha_alloc_size(uint32_t nlevels, uint32_t nslots) {
+    return sizeof(captcha) + (size_t)nlevels * sizeof(captcha_level) + (size_t)nslots * sizeof(uint32_t);
+}
+
 captcha_err captcha_new(uint32_t duration_s, const captcha_level *levels, uint32_t nlevels,
                         captcha **out) {
     if (nlevels == 0) return MSG_NO_LEVELS;
@@ -84,18 +89,24 @@ captcha_err captcha_new(uint32_t duration_s, const captcha_level *levels, uint32
     for (uint32_t i = 1; i < nlevels && !err; i++) {
         if (sorted[i].difficulty_factor < sorted[i - 1].difficulty_factor) err = MSG_DECREASE;
     }
-    /* One allocation for the captcha and its levels (read together on every visit). */
-    captcha *c = err ? NULL : mc_calloc(1, sizeof(*c) + nlevels * sizeof(*sorted));
+    /* One allocation for the captcha, its levels and its bucket's ring (read
+     * together on every visit; a second allocation costs a cache miss per visit
+     * once the keyspace is large). */
+    lbucket visits;
+    lb_init(&visits, (uint64_t)duration_s * 1000); /* always in range for u32 seconds */
+    captcha *c = err ? NULL : mc_malloc(captcha_alloc_size(nlevels, visits.nslots));
     if (c == NULL) {
         mc_free(sorted);
         return err ? err : MSG_NOMEM;
     }
+    memset(c, 0, sizeof(*c));
     c->levels = (captcha_level *)(c + 1);
     memcpy(c->levels, sorted, nlevels * sizeof(*sorted));
     mc_free(sorted);
     c->nlevels = nlevels;
     c->duration_s = duration_s;
-    lb_init(&c->visits, (uint64_t)duration_s * 1000); /* always in range for u32 seconds */
+    c->visits = visits;
+    lb_attach_ring(&c->visits, (uint32_t *)(c->levels + nlevels));
     *out = c;
     return NULL;
 }
@@ -183,15 +194,14 @@ captcha *captcha_unreadable(const char *bytes, size_t len) {
 
 captcha *captcha_dup(const captcha *c) {
     if (c->legacy) return captcha_unreadable(c->legacy, c->legacy_len);
-    captcha *d = mc_malloc(sizeof(*d) + c->nlevels * sizeof(*c->levels));
+    captcha *d = mc_malloc(captcha_alloc_size(c->nlevels, c->visits.nslots));
     if (d == NULL) return NULL;
     *d = *c;
     d->levels = (captcha_level *)(d + 1);
     memcpy(d->levels, c->levels, c->nlevels * sizeof(*c->levels));
-    if (lb_copy(&d->visits, &c->visits) != LB_OK) {
-        mc_free(d);
-        return NULL;
-    }
+    d->visits.ring = NULL;
+    lb_attach_ring(&d->visits, (uint32_t *)(d->levels + d->nlevels));
+    if (c->visits.ring) memcpy(d->visits.ring, c->visits.ring, (size_t)c->visits.nslots * sizeof(uint32_t));
     return d;
 }
 

@@ -9,7 +9,8 @@
  *
  * Memory per captcha: sizeof(captcha) + 8 bytes per level (a 16 KiB config
  * holds about 330 levels, so under 3 KiB) + the bucket ring (at most 1,340
- * bytes for durations of 1 s and up, see bucket.h).
+ * bytes for durations of 1 s and up, see bucket.h), all in one allocation
+ * (the ring is there from the start, so a visit allocates nothing).
  */
 #ifndef MC_CAPTCHA_H
 #define MC_CAPTCHA_H
@@ -52,7 +53,8 @@ typedef struct captcha {
     uint32_t nlevels;       /* 1..CAPTCHA_MAX_LEVELS */
     captcha_level *levels;  /* sorted by visitor_threshold, strictly increasing; stored
                              * right after the struct, in its allocation */
-    lbucket visits;         /* window = duration_s * 1000 ms */
+    lbucket visits;         /* window = duration_s * 1000 ms; its ring follows the
+                             * levels in the same allocation (lb_attach_ring) */
     char *legacy;           /* non-NULL: an unreadable value of the original, kept as
                              * its bytes (nlevels 0, duration_s 0); see below */
     size_t legacy_len;

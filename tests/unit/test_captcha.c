@@ -54,9 +54,16 @@ static void test_difficulty_three_levels(void **state) {
         if (n == 0) assert_int_equal(got, 10); /* no level below 0: the lowest */
         else assert_int_equal(got, want[n]);
     }
+    /* One allocation: the ring follows the levels; a copy has its own, same counts. */
+    assert_ptr_equal(c->visits.ring, (uint32_t *)(c->levels + c->nlevels));
+    for (uint64_t t = 5000; t < 9000; t += 13) assert_int_equal(lb_add(&c->visits, t, 1, NULL), LB_OK);
     captcha *d = captcha_dup(c);
     assert_non_null(d);
     assert_ptr_not_equal(d->levels, c->levels);
+    assert_ptr_equal(d->visits.ring, (uint32_t *)(d->levels + d->nlevels));
+    assert_int_equal(lb_count(&d->visits, 9000), lb_count(&c->visits, 9000));
+    assert_int_equal(lb_add(&d->visits, 9000, 1, NULL), LB_OK);
+    assert_int_equal(lb_count(&d->visits, 9000), lb_count(&c->visits, 9000) + 1);
     assert_int_equal(captcha_difficulty(d, 21), 40);
     assert_true(captcha_mem_usage(c) < 4096);
     captcha_free(c);

@@ -122,3 +122,38 @@ def test_old_stream_replays_on_replica(servers, tag):
         assert _state(c) == _want(tag)
     finally:
         old.close()
+
+
+def test_new_primary_sends_short_names_and_replica_applies_them(servers):
+    """ADD_VISITOR and ADD_CHALLENGE replicate MC.VISIT_AT and MC.CHALLENGE_SET (23 and 28
+    bytes become 11 and 16); a replica of the same build ends with the primary's state,
+    and clients are refused the short names as the long ones."""
+    p = servers.new(name="short-primary", module_args=(), config={"repl-diskless-sync": "no"})
+    r = servers.replica_of(p, module_args=())
+    sock = socket.create_connection((p.host, p.port), timeout=10)
+    sock.sendall(b"*1\r\n$4\r\nSYNC\r\n")
+    c = p.client()
+    c.execute_command("MCAPTCHA_CACHE.ADD_CAPTCHA", "s1",
+                      '{"levels":[{"visitor_threshold":1,"difficulty_factor":5}],"duration":60}')
+    for _ in range(3):
+        c.execute_command("MCAPTCHA_CACHE.ADD_VISITOR", "s1")
+    c.execute_command("MCAPTCHA_CACHE.ADD_CHALLENGE", "s1",
+                      '{"difficulty":5,"duration":600,"challenge":"ch-1"}')
+    c.set("short:end", 1)
+    got = b""
+    while b"short:end" not in got:
+        got += sock.recv(65536)
+    sock.close()
+    assert got.count(b"$11\r\nMC.VISIT_AT\r\n") == 3
+    assert got.count(b"$16\r\nMC.CHALLENGE_SET\r\n") == 1
+    assert b"MCAPTCHA_CACHE.VISIT_AT" not in got and b"MCAPTCHA_CACHE.CHALLENGE_SET" not in got
+    rc = r.client()
+    wait_until(lambda: rc.exists("short:end"), "the replica caught up")
+    for k in c.keys("mcap:*"):
+        assert rc.dump(k) == c.dump(k)
+        assert rc.pexpiretime(k) == c.pexpiretime(k)
+    for cmd, args in (("MC.VISIT_AT", ["mcap:captcha::{s1}", 1]),
+                      ("MC.CHALLENGE_SET", ["mcap:CHALLENGE:{s1}:x", 5, 30])):
+        with pytest.raises(Exception, match="internal"):
+            c.execute_command(cmd, *args)
+    assert c.execute_command("MCAPTCHA_CACHE.GET", "s1") == 3
