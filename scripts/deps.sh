@@ -8,7 +8,7 @@ for g in "$@"; do
         build) pkgs="$pkgs gcc make libc6-dev libjansson-dev pkg-config redis-server ca-certificates" ;;
         run)   pkgs="$pkgs redis-server redis-tools" ;;
         test)  pkgs="$pkgs redis-server redis-tools python3 python3-pytest python3-redis python3-hypothesis python3-pytest-xdist python3-pip python3-setuptools libcmocka-dev valgrind dpkg-dev" ;;
-        bench) pkgs="$pkgs redis-server redis-tools gnuplot-nox nodejs npm python3" ;;
+        bench) pkgs="$pkgs redis-server redis-tools gnuplot-nox nodejs npm python3 valgrind" ;;
         fuzz)  pkgs="$pkgs clang libclang-rt-14-dev" ;;
         servers) pkgs="$pkgs gcc make pkg-config libc6-dev dpkg-dev debian-archive-keyring libatomic1 libjemalloc2 liblzf1 libssl3 libsystemd0" ;;
         *) echo "deps.sh: unknown group $g" >&2; exit 2 ;;

@@ -124,6 +124,16 @@ static int parse_time_ms(RedisModuleString *s, uint64_t *out) {
     return 0;
 }
 
+/* The captcha at an open key, ready for a visit: its ring in its own allocation
+ * (captcha_with_ring; the key's value is replaced when the captcha moved).
+ * NULL when out of memory (the key is unchanged). */
+static captcha *captcha_for_visit(RedisModuleKey *key, captcha *c) {
+    if (c->legacy || c->visits.ring_inline) return c;
+    captcha *d = captcha_with_ring(c);
+    if (d != NULL && d != c) RedisModule_ModuleTypeReplaceValue(key, CaptchaType, d, NULL);
+    return d;
+}
+
 static void replicate_captcha_state(RedisModuleCtx *ctx, RedisModuleString *key, const captcha *c) {
     size_t n;
     RedisModuleString **args = captcha_state_args(c, &n);
@@ -183,10 +193,10 @@ static int AddVisitor_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv
             RedisModule_ReplyWithError(ctx, ERR_CAPTCHA_NOT_FOUND);
         }
     } else {
-        captcha *c = RedisModule_ModuleTypeGetValue(key);
+        captcha *c = captcha_for_visit(key, RedisModule_ModuleTypeGetValue(key));
         uint64_t count;
-        lb_status st = c->legacy ? LB_OK : lb_add(&c->visits, mc_now_ms(), 1, &count);
-        if (c->legacy) {
+        lb_status st = c == NULL ? LB_ERR_NOMEM : c->legacy ? LB_OK : lb_add(&c->visits, mc_now_ms(), 1, &count);
+        if (c != NULL && c->legacy) {
             RedisModule_ReplyWithError(ctx, ERR_UNREADABLE_CAPTCHA);
         } else if (st != LB_OK) {
             RedisModule_ReplyWithError(ctx, st == LB_ERR_FULL ? ERR_COUNT_FULL : ERR_NOMEM);
@@ -451,10 +461,10 @@ static int visit_at(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, con
     if (empty) {
         RedisModule_ReplyWithError(ctx, ERR_NO_CAPTCHA_KEY);
     } else {
-        captcha *c = RedisModule_ModuleTypeGetValue(key);
+        captcha *c = captcha_for_visit(key, RedisModule_ModuleTypeGetValue(key));
         uint64_t count;
-        lb_status st = c->legacy ? LB_OK : lb_add(&c->visits, at, 1, &count);
-        if (c->legacy) {
+        lb_status st = c == NULL ? LB_ERR_NOMEM : c->legacy ? LB_OK : lb_add(&c->visits, at, 1, &count);
+        if (c != NULL && c->legacy) {
             RedisModule_ReplyWithError(ctx, ERR_UNREADABLE_CAPTCHA);
         } else if (st != LB_OK) {
             RedisModule_ReplyWithError(ctx, st == LB_ERR_FULL ? ERR_COUNT_FULL : ERR_NOMEM);

@@ -89,24 +89,19 @@ captcha_err captcha_new(uint32_t duration_s, const captcha_level *levels, uint32
     for (uint32_t i = 1; i < nlevels && !err; i++) {
         if (sorted[i].difficulty_factor < sorted[i - 1].difficulty_factor) err = MSG_DECREASE;
     }
-    /* One allocation for the captcha, its levels and its bucket's ring (read
-     * together on every visit; a second allocation costs a cache miss per visit
-     * once the keyspace is large). */
-    lbucket visits;
-    lb_init(&visits, (uint64_t)duration_s * 1000); /* always in range for u32 seconds */
-    captcha *c = err ? NULL : mc_malloc(captcha_alloc_size(nlevels, visits.nslots));
+    /* One allocation for the captcha and its levels (read together on every
+     * visit); the ring joins them at the first visit (captcha_with_ring). */
+    captcha *c = err ? NULL : mc_calloc(1, captcha_alloc_size(nlevels, 0));
     if (c == NULL) {
         mc_free(sorted);
         return err ? err : MSG_NOMEM;
     }
-    memset(c, 0, sizeof(*c));
     c->levels = (captcha_level *)(c + 1);
     memcpy(c->levels, sorted, nlevels * sizeof(*sorted));
     mc_free(sorted);
     c->nlevels = nlevels;
     c->duration_s = duration_s;
-    c->visits = visits;
-    lb_attach_ring(&c->visits, (uint32_t *)(c->levels + nlevels));
+    lb_init(&c->visits, (uint64_t)duration_s * 1000); /* always in range for u32 seconds */
     *out = c;
     return NULL;
 }
@@ -194,14 +189,35 @@ captcha *captcha_unreadable(const char *bytes, size_t len) {
 
 captcha *captcha_dup(const captcha *c) {
     if (c->legacy) return captcha_unreadable(c->legacy, c->legacy_len);
-    captcha *d = mc_malloc(captcha_alloc_size(c->nlevels, c->visits.nslots));
+    captcha *d = mc_malloc(captcha_alloc_size(c->nlevels, c->visits.ring ? c->visits.nslots : 0));
     if (d == NULL) return NULL;
     *d = *c;
     d->levels = (captcha_level *)(d + 1);
     memcpy(d->levels, c->levels, c->nlevels * sizeof(*c->levels));
     d->visits.ring = NULL;
+    d->visits.ring_inline = 0;
+    if (c->visits.ring) {
+        lb_attach_ring(&d->visits, (uint32_t *)(d->levels + d->nlevels));
+        memcpy(d->visits.ring, c->visits.ring, (size_t)c->visits.nslots * sizeof(uint32_t));
+    }
+    return d;
+}
+
+captcha *captcha_with_ring(captcha *c) {
+    if (c->legacy || c->visits.ring_inline) return c;
+    captcha *d = mc_malloc(captcha_alloc_size(c->nlevels, c->visits.nslots));
+    if (d == NULL) return NULL;
+    *d = *c;
+    d->levels = (captcha_level *)(d + 1);
+    memcpy(d->levels, c->levels, c->nlevels * sizeof(*c->levels));
+    uint32_t *old = c->visits.ring;
+    d->visits.ring = NULL;
     lb_attach_ring(&d->visits, (uint32_t *)(d->levels + d->nlevels));
-    if (c->visits.ring) memcpy(d->visits.ring, c->visits.ring, (size_t)c->visits.nslots * sizeof(uint32_t));
+    if (old) {
+        memcpy(d->visits.ring, old, (size_t)d->visits.nslots * sizeof(uint32_t));
+        mc_free(old);
+    }
+    mc_free(c);
     return d;
 }
 
