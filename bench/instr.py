@@ -13,15 +13,17 @@ first) is fed through one redis-cli --pipe connection between CG.ZERO and CG.DUM
 count covers exactly the batch: reading, parsing, the command, its replication, the reply.
 The same two markers with nothing between (measured on each server) are subtracted; the
 figure is Ir per call (per pair for the pair rows). Writes bench/instr.json; bench.py reads
-it and decides the goals on it. Environment: INSTR_N (calls per batch, default 10,000),
-REDIS_CELL_SO (redis-cell beside ours for CL.THROTTLE), MODULE, FLOOR_MODULE, CGCTL_MODULE.
+it and decides the goals on it. Each figure without AOF is the median over INSTR_ROUNDS (3) fresh
+servers (their hash seeds differ); with AOF, one. Environment: INSTR_N (calls per batch, default 5,000),
+REDIS_CELL_SO (redis-cell beside ours for CL.THROTTLE), MODULE, FLOOR_MODULE, CGCTL_MODULE,
+INSTR_JSON (where to write), INSTR_WORKDIR (the servers' directories).
 """
 import glob
 import json
 import os
 import re
 import shutil
-import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -31,11 +33,15 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 import bench as B  # noqa: E402  (the RESP templates, the minimal client)
 
-OUT = os.path.join(HERE, "out", "instr")
+OUT = os.environ.get("INSTR_WORKDIR", os.path.join(HERE, "out", "instr"))
+RESULT = os.environ.get("INSTR_JSON", os.path.join(HERE, "instr.json"))
 MODULE = os.environ.get("MODULE", os.path.join(ROOT, "build", "mcaptcha_cache.so"))
 FLOOR_MODULE = os.environ.get("FLOOR_MODULE", os.path.join(ROOT, "build", "bench", "floor.so"))
 CGCTL = os.environ.get("CGCTL_MODULE", os.path.join(ROOT, "build", "bench", "cgctl.so"))
-N = int(os.environ.get("INSTR_N", "10000"))
+N = int(os.environ.get("INSTR_N", "5000"))
+# fresh servers per row without AOF (the median is kept): each server hashes command names and
+# keys with its own random seed, which moves a call by up to ~100 instructions between servers
+ROUNDS = int(os.environ.get("INSTR_ROUNDS", "3"))
 KEYS = 1000
 CAPTCHA = B.CAPTCHA_CONFIG
 OWNER = B.OWNER
@@ -166,43 +172,56 @@ def main():
         servers["cell"] = [cell]
     res = {"n": N, "keys": KEYS}
     for aof in (False, True):
-        res["aof" if aof else "no_aof"] = run_config(servers, cell, aof)
+        res["aof" if aof else "no_aof"] = run_config(servers, cell, aof, 1 if aof else ROUNDS)
     res["duration_s"] = round(time.time() - t0)
-    with open(os.path.join(HERE, "instr.json"), "w") as f:
+    with open(RESULT, "w") as f:
         json.dump(res, f, indent=1, sort_keys=True)
         f.write("\n")
     for line in report_lines(res):
         print(line)
 
 
-def run_config(servers, cell, aof):
+def run_config(servers, cell, aof, rounds):
     res = {"rows": {}, "empty_ir": {}}
     for sname, mods in servers.items():
-        B.log("bench-instr: %s server under callgrind, AOF %s" % (sname, "on" if aof else "off"))
-        srv = CgServer(sname, mods, aof)
-        try:
-            if sname == "loaded":
-                srv.pipe(batch([["LOCK.ACQUIRE", "lease:#", OWNER, "3600000"]], KEYS))
-            if sname == "plain":
-                srv.pipe(batch([["SET", "lease:#", OWNER]], KEYS))
-            empty = srv.measure("empty", b"")
-            res["empty_ir"][sname] = empty
-            for rid, label, where, templates, setup in ROWS:
-                if where != sname:
-                    continue
-                if setup:
-                    srv.pipe(batch(setup, KEYS))
-                data = batch(templates, N)
-                srv.pipe(data)                 # warm: every key exists, every path taken once
-                ir = srv.measure(rid, data)
-                per = (ir - empty) / N
-                res["rows"][rid] = {"label": label, "server": sname, "ir": ir, "ir_per_call": round(per, 1),
-                                    "pair": len(templates) == 2}
-                B.log("  %-46s %9.0f Ir per %s" % (label, per, "pair" if len(templates) == 2 else "call"))
-            if sname == "loaded" and srv.c("LOCK.INSPECT", "lease:%012d" % 999)[0] != 1:
-                sys.exit("bench-instr: a lease ended during the tax runs")
-        finally:
-            srv.stop()
+        for rnd in range(rounds):
+            run_server(res, sname, mods, aof, rnd, rounds)
+    for r in res["rows"].values():
+        r["ir_per_call"] = round(statistics.median(r["rounds"]), 1)
+    return finish(res, cell)
+
+
+def run_server(res, sname, mods, aof, rnd, rounds):
+    """One fresh server: every row of `sname`, each figure appended to the row's rounds."""
+    B.log("bench-instr: %s server under callgrind, AOF %s (%d/%d)" % (sname, "on" if aof else "off", rnd + 1, rounds))
+    srv = CgServer(sname, mods, aof)
+    try:
+        if sname == "loaded":
+            srv.pipe(batch([["LOCK.ACQUIRE", "lease:#", OWNER, "3600000"]], KEYS))
+        if sname == "plain":
+            srv.pipe(batch([["SET", "lease:#", OWNER]], KEYS))
+        empty = srv.measure("empty", b"")
+        res["empty_ir"].setdefault(sname, []).append(empty)
+        for rid, label, where, templates, setup in ROWS:
+            if where != sname:
+                continue
+            if setup:
+                srv.pipe(batch(setup, KEYS))
+            data = batch(templates, N)
+            srv.pipe(data)                 # warm: every key exists, every path taken once
+            ir = srv.measure(rid, data)
+            per = (ir - empty) / N
+            row = res["rows"].setdefault(rid, {"label": label, "server": sname, "pair": len(templates) == 2,
+                                               "rounds": []})
+            row["rounds"].append(round(per, 1))
+            B.log("  %-46s %9.0f Ir per %s" % (label, per, "pair" if len(templates) == 2 else "call"))
+        if sname == "loaded" and srv.c("LOCK.INSPECT", "lease:%012d" % 999)[0] != 1:
+            sys.exit("bench-instr: a lease ended during the tax runs")
+    finally:
+        srv.stop()
+
+
+def finish(res, cell):
     rows = res["rows"]
     ratios = {}
     for ours, same, minimal in FLOOR_OF:
