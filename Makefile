@@ -7,6 +7,7 @@
 #   make install    copy the module to $(MODULEDIR)
 #   make deb        build $(BUILD)/deb/redis-mcaptcha-cache_<version>_<arch>.deb with dpkg-deb
 #   make bench      throughput, CPU and memory against native commands and Lua scripts
+#                   (after make bench-instr: instructions per call under callgrind)
 #   make fuzz       run every libFuzzer target for FUZZ_SECONDS (default 600) seconds
 #   make mutants    apply each hand-written bug in tests/mutants/ and check that its tests fail
 #   make soak       the model-based tests and history checkers with many more examples

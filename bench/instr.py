@@ -241,10 +241,12 @@ def report_lines(res):
     out = ["Instructions per call (callgrind; %d calls per batch over %d keys; per pair for the pairs):"
            % (res["n"], res["keys"]),
            "  %-50s %9s %9s" % ("", "no AOF", "AOF on")]
-    for rid, r in a["rows"].items():
+    for rid in [row[0] for row in ROWS if row[0] in a["rows"]]:   # the table's order, not the JSON's
+        r = a["rows"][rid]
         out.append("  %-50s %9.0f %9.0f" % (r["label"], r["ir_per_call"], b["rows"][rid]["ir_per_call"]))
     out.append("Against the same-job floor, floor Ir / ours (1.00 = at the floor); the minimal floor in brackets:")
-    for ours, x in a["floor_ratios"].items():
+    for ours in [f[0] for f in FLOOR_OF]:
+        x = a["floor_ratios"][ours]
         y = b["floor_ratios"][ours]
         mini = lambda v: "-" if v["minimal"] is None else "%.3f" % v["minimal"]  # noqa: E731
         out.append("  %-50s %5.3f (%s)   AOF on %5.3f (%s)" % (a["rows"][ours]["label"], x["same_job"], mini(x),
