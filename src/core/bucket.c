@@ -28,9 +28,12 @@ lb_status lb_init(lbucket *b, uint64_t window_ms) {
 }
 
 void lb_free(lbucket *b) {
-    if (b->ring_inline) memset(b->ring, 0, (size_t)b->nslots * sizeof(uint32_t));
-    else if (b->ring) mc_free(b->ring);
-    if (!b->ring_inline) b->ring = NULL;
+    if (b->ring_inline) {
+        memset(b->ring, 0, (size_t)b->nslots * sizeof(uint32_t)); /* the owner's storage: kept */
+    } else {
+        if (b->ring) mc_free(b->ring);
+        b->ring = NULL;
+    }
     b->total = 0;
     b->tail = b->head = 0;
 }
