@@ -10,6 +10,7 @@
 #   make deb        the Debian package (debian/, dpkg-buildpackage) into $(BUILD)/deb/
 #   make deb-check  make deb, then lintian: any error or warning fails
 #   make bench      throughput, CPU and memory against native commands and Lua scripts
+#                   (after make bench-instr: instructions per call under callgrind)
 #   make fuzz       run every libFuzzer target for FUZZ_SECONDS (default 600) seconds
 #   make mutants    apply each hand-written bug in tests/mutants/ and check that its tests fail
 #   make soak       the model-based tests and history checkers with many more examples
@@ -221,10 +222,23 @@ $(FLOOR_MODULE): bench/floor/floor.c src/core/decimal.h | $(REDISMODULE_H)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Isrc -isystem $(dir $(REDISMODULE_H)) -shared $< -o $@
 
-# About 3 minutes on 2 cores (157-184 s of measuring in the last runs), plus installing gnuplot
-# and the Node.js packages on a first run; writes bench/results.json and bench/chart.png (see bench/README.md).
+# callgrind's counters driven from the command stream (bench/instr/cgctl.c): measurement only.
+CGCTL_MODULE := $(BUILD)/bench/cgctl.so
+$(CGCTL_MODULE): bench/instr/cgctl.c | $(REDISMODULE_H)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -isystem $(dir $(REDISMODULE_H)) -shared $< -o $@
+
+# Instructions per call under callgrind, ours beside the same-job floor (bench/instr.py, a few
+# minutes); writes bench/instr.json, which make bench reads and decides its goals on.
+.PHONY: bench-instr
+bench-instr: deps-bench
+	@$(MAKE) --no-print-directory $(MODULE) $(FLOOR_MODULE) $(CGCTL_MODULE)
+	FLOOR_MODULE=$(CURDIR)/$(FLOOR_MODULE) CGCTL_MODULE=$(CURDIR)/$(CGCTL_MODULE) $(PYTHON) bench/instr.py
+
+# About 3 minutes on 2 cores (157-184 s of measuring in the last runs) after bench-instr, plus installing
+# gnuplot and the Node.js packages on a first run; writes bench/results.json and bench/chart.png (see bench/README.md).
 bench: deps-bench
-	@$(MAKE) --no-print-directory $(MODULE) $(FLOOR_MODULE)
+	@$(MAKE) --no-print-directory bench-instr
 	FLOOR_MODULE=$(CURDIR)/$(FLOOR_MODULE) $(PYTHON) bench/bench.py
 
 run: deps-run

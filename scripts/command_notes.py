@@ -89,6 +89,12 @@ OK'''),
                                    "MCAPTCHA_CACHE.CAPTCHA_SET mcap:captcha::{mysite} 30 1 5 500 1700000000000 0"),
     "MCAPTCHA_CACHE.CHALLENGE_SET": ("`OK`. " + INTERNAL, "Range errors; `ERR unknown option '…' for MCAPTCHA_CACHE.CHALLENGE_SET; expected PXAT unix-time-milliseconds`; `ERR PXAT needs a value (unix-time-milliseconds)`.",
                                      "MCAPTCHA_CACHE.CHALLENGE_SET mcap:CHALLENGE:{mysite}:n0nce 500 30 PXAT 1700000030000"),
+    "MC.VISIT_AT": ("Integer: the count after the visit. `MCAPTCHA_CACHE.VISIT_AT` under a short name: what `ADD_VISITOR` replicates since the replication format change of issue #30 (the long name stays accepted). " + INTERNAL,
+                    "`ERR no captcha at this key`; range errors.",
+                    "MC.VISIT_AT mcap:captcha::{mysite} 1700000000000"),
+    "MC.CHALLENGE_SET": ("`OK`. `MCAPTCHA_CACHE.CHALLENGE_SET` under a short name: what `ADD_CHALLENGE` replicates since the replication format change of issue #30 (the long name stays accepted). " + INTERNAL,
+                         "Range errors; `ERR unknown option '…' for MC.CHALLENGE_SET; expected PXAT unix-time-milliseconds`; `ERR PXAT needs a value (unix-time-milliseconds)`.",
+                         "MC.CHALLENGE_SET mcap:CHALLENGE:{mysite}:n0nce 500 30 PXAT 1700000030000"),
     # ---- rate limits ----
     "CL.THROTTLE": (
         "Array `[limited (0|1), limit, remaining, retry_after_s (-1 when allowed), reset_after_s]`, whole seconds rounded up from the exact wait in microseconds, so any wait above zero answers at least 1 (redis-cell's reply, except that redis-cell drops the part under a millisecond first: it answers 0 for a wait under 1 ms, and 2 for 2.0004 s where this answers 3).",

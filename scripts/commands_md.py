@@ -16,7 +16,7 @@ from servers import RedisServer  # noqa: E402
 from command_notes import NOTES  # noqa: E402
 
 OUT = os.path.join(ROOT, "docs", "commands.md")
-FAMILIES = [("The mCaptcha commands", "MCAPTCHA_CACHE."), ("Rate limits", ("CL.", "RL.")), ("Locks", "LOCK.")]
+FAMILIES = [("The mCaptcha commands", ("MCAPTCHA_CACHE.", "MC.")), ("Rate limits", ("CL.", "RL.")), ("Locks", "LOCK.")]
 
 
 def raw(r, *args):

@@ -9,7 +9,7 @@ for g in "$@"; do
         build) pkgs="$pkgs gcc make libc6-dev libjansson-dev pkg-config redis-server ca-certificates" ;;
         run)   pkgs="$pkgs redis-server redis-tools" ;;
         test)  pkgs="$pkgs redis-server redis-tools python3 python3-pytest python3-redis python3-hypothesis python3-pytest-xdist python3-pip python3-setuptools libcmocka-dev valgrind dpkg-dev debhelper" ;;
-        bench) pkgs="$pkgs redis-server redis-tools gnuplot-nox nodejs npm python3" ;;
+        bench) pkgs="$pkgs redis-server redis-tools gnuplot-nox nodejs npm python3 valgrind" ;;
         deb)   pkgs="$pkgs dpkg-dev debhelper lintian libjansson-dev libcmocka-dev" ;;
         fuzz)  pkgs="$pkgs clang libclang-rt-14-dev" ;;
         python) pkgs="$pkgs python3 python3-redis python3-pytest python3-venv python3-mypy python3-limits python3-flask-limiter python3-flask" ;;

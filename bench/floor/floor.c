@@ -26,9 +26,18 @@
  *                                      owner token PXAT; reply: the token, or 0 when held
  *   FLOOR.UNLOCK key owner             deletes the key when owner holds it; reply 1 or 0
  *   FLOOR.LOCK_SET key owner token at_ms   what FLOOR.LOCK replicates
+ *
+ * The same-job floor (issue #30, `make bench-instr`): each takes the request of one of ours,
+ * with a command name of the same length, the key derived the same way, the same reply
+ * shape and a replicated command of the same name length and arguments (see below):
+ *   FLOOR_SAME_JOB.ADD_VISITOR name, FLOOR_SAME_JOB.GET name, FL.GCRA key rate period BURST n,
+ *   FL.THROTTLE key burst count period [qty], FL.WINDOW key limit window; and what they
+ *   replicate: FL.VISIT_AT, FL.GCRA_SET, FL.WINDOW_HIT.
+ * SPDX-License-Identifier: BSD-3-Clause
  */
 #include <stdint.h>
 #include <string.h>
+#include <strings.h>
 
 #include "core/decimal.h"
 #include "redismodule.h"
@@ -214,6 +223,208 @@ static int unlock_cmd(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     return RedisModule_ReplyWithLongLong(ctx, done);
 }
 
+/* ==== The same job (issue #30): requests, keys, replies and replication of our shape ====
+ *
+ * Each command below takes the request one of ours takes, with a command name of the same
+ * length, derives the key the same way, gives the same reply shape and replicates a command
+ * of the same name length with the same arguments; between those it does the least: a
+ * counter in a module-type value. `make bench-instr` compares ours with these. */
+
+#define SJ_CAPTCHA_PREFIX "mcap:captcha::{" /* the captcha key, as ours derives it */
+
+/* The captcha key of `name`, built as ours builds it (one new string per call). */
+static RedisModuleString *sj_captcha_key(RedisModuleCtx *ctx, RedisModuleString *name) {
+    size_t nlen;
+    const char *n = RedisModule_StringPtrLen(name, &nlen);
+    size_t plen = sizeof(SJ_CAPTCHA_PREFIX) - 1, len = plen + nlen + 1;
+    char stackbuf[256];
+    char *buf = len <= sizeof(stackbuf) ? stackbuf : RedisModule_Alloc(len);
+    memcpy(buf, SJ_CAPTCHA_PREFIX, plen);
+    memcpy(buf + plen, n, nlen);
+    buf[plen + nlen] = '}';
+    RedisModuleString *key = RedisModule_CreateString(ctx, buf, len);
+    if (buf != stackbuf) RedisModule_Free(buf);
+    return key;
+}
+
+/* FLOOR_SAME_JOB.ADD_VISITOR name   (26 bytes, as MCAPTCHA_CACHE.ADD_VISITOR)
+ * counter + 1 at mcap:captcha::{name}; reply {"duration":30,"difficulty_factor":<n>} (the
+ * difficulty: 50 below 500 visits, else 500); replicates FL.VISIT_AT key <ms> (11 bytes, as
+ * MC.VISIT_AT). */
+static int sj_add_visitor(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 2) return RedisModule_WrongArity(ctx);
+    RedisModuleString *keyname = sj_captcha_key(ctx, argv[1]);
+    RedisModuleKey *key;
+    floorv *v = open_write(ctx, keyname, &key);
+    if (v == NULL) {
+        RedisModule_FreeString(ctx, keyname);
+        return REDISMODULE_OK;
+    }
+    long long now = RedisModule_Milliseconds();
+    v->n++;
+    v->at_ms = now;
+    char buf[80];
+    size_t n = sizeof("{\"duration\":") - 1;
+    memcpy(buf, "{\"duration\":", n);
+    n += mc_dec_write(30, buf + n);
+    memcpy(buf + n, ",\"difficulty_factor\":", sizeof(",\"difficulty_factor\":") - 1);
+    n += sizeof(",\"difficulty_factor\":") - 1;
+    n += mc_dec_write(v->n < 500 ? 50 : 500, buf + n);
+    buf[n++] = '}';
+    RedisModule_ReplyWithStringBuffer(ctx, buf, n);
+    mc_dec at = mc_dec_of(now);
+    RedisModule_Replicate(ctx, "FL.VISIT_AT", "sb", keyname, MC_DEC_ARG(at));
+    RedisModule_CloseKey(key);
+    RedisModule_FreeString(ctx, keyname);
+    return REDISMODULE_OK;
+}
+
+/* FL.VISIT_AT key ms: what FLOOR_SAME_JOB.ADD_VISITOR replicates. */
+static int sj_visit_at(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 3) return RedisModule_WrongArity(ctx);
+    long long at;
+    if (RedisModule_StringToLongLong(argv[2], &at) != REDISMODULE_OK) return RedisModule_ReplyWithError(ctx, "ERR bad ms");
+    RedisModuleKey *key;
+    floorv *v = open_write(ctx, argv[1], &key);
+    if (v == NULL) return REDISMODULE_OK;
+    v->n++;
+    v->at_ms = at;
+    RedisModule_CloseKey(key);
+    RedisModule_ReplicateVerbatim(ctx);
+    return RedisModule_ReplyWithLongLong(ctx, v->n);
+}
+
+/* FLOOR_SAME_JOB.GET name   (18 bytes, as MCAPTCHA_CACHE.GET): the counter at the derived key. */
+static int sj_get(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 2) return RedisModule_WrongArity(ctx);
+    RedisModuleString *keyname = sj_captcha_key(ctx, argv[1]);
+    RedisModuleKey *key = RedisModule_OpenKey(ctx, keyname, REDISMODULE_READ);
+    long long n = 0;
+    if (RedisModule_KeyType(key) != REDISMODULE_KEYTYPE_EMPTY) {
+        if (RedisModule_ModuleTypeGetType(key) != FloorType) {
+            RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+            goto out;
+        }
+        n = ((floorv *)RedisModule_ModuleTypeGetValue(key))->n;
+    }
+    RedisModule_ReplyWithLongLong(ctx, n);
+out:
+    RedisModule_CloseKey(key);
+    RedisModule_FreeString(ctx, keyname);
+    return REDISMODULE_OK;
+}
+
+/* Parse argv[i] as an integer >= 1 into *out; -1 after an error reply. */
+static int sj_arg(RedisModuleCtx *ctx, RedisModuleString *arg, long long *out) {
+    if (RedisModule_StringToLongLong(arg, out) != REDISMODULE_OK || *out < 1) {
+        RedisModule_ReplyWithError(ctx, "ERR bad integer");
+        return -1;
+    }
+    return 0;
+}
+
+/* The GCRA floor's write: TAT (us) = max(TAT, now) + emission interval, TTL until the TAT,
+ * replicated as FL.GCRA_SET key <tat> <emission interval> <limit> (11 bytes and 3
+ * computed integers, as RL.GCRA_SET). Reply: an array of `nreply` integers. */
+static int sj_gcra(RedisModuleCtx *ctx, RedisModuleString *name, long long ei_us, long long limit, int nreply) {
+    long long now_us = RedisModule_Milliseconds() * 1000;
+    RedisModuleKey *key;
+    floorv *v = open_write(ctx, name, &key);
+    if (v == NULL) return REDISMODULE_OK;
+    v->n++;
+    v->at_ms = (v->at_ms > now_us ? v->at_ms : now_us) + ei_us; /* the TAT, us */
+    RedisModule_SetExpire(key, (v->at_ms - now_us) / 1000 + 1);
+    mc_dec tat = mc_dec_of(v->at_ms), ei = mc_dec_of(ei_us), lim = mc_dec_of(limit);
+    RedisModule_Replicate(ctx, "FL.GCRA_SET", "sbbb", name, MC_DEC_ARG(tat), MC_DEC_ARG(ei), MC_DEC_ARG(lim));
+    RedisModule_CloseKey(key);
+    RedisModule_ReplyWithArray(ctx, nreply);
+    if (nreply == 5) RedisModule_ReplyWithLongLong(ctx, 0);
+    if (nreply == 5) RedisModule_ReplyWithLongLong(ctx, limit);
+    else RedisModule_ReplyWithLongLong(ctx, 1);
+    RedisModule_ReplyWithLongLong(ctx, limit - 1);
+    RedisModule_ReplyWithLongLong(ctx, -1);
+    return RedisModule_ReplyWithLongLong(ctx, (v->at_ms - now_us) / 1000);
+}
+
+/* FL.GCRA key rate period_ms BURST capacity   (as RL.GCRA) */
+static int sj_rl_gcra(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 6) return RedisModule_WrongArity(ctx);
+    long long rate, period, burst;
+    size_t wl;
+    const char *w = RedisModule_StringPtrLen(argv[4], &wl);
+    if (wl != 5 || strncasecmp(w, "BURST", 5) != 0) return RedisModule_ReplyWithError(ctx, "ERR syntax error");
+    if (sj_arg(ctx, argv[2], &rate) || sj_arg(ctx, argv[3], &period) || sj_arg(ctx, argv[5], &burst))
+        return REDISMODULE_OK;
+    return sj_gcra(ctx, argv[1], period * 1000 / rate, burst, 4);
+}
+
+/* FL.THROTTLE key max_burst count period_s [quantity]   (as CL.THROTTLE; reply of 5) */
+static int sj_cl_throttle(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 5 && argc != 6) return RedisModule_WrongArity(ctx);
+    long long burst, count, period, qty = 1;
+    if (sj_arg(ctx, argv[2], &burst) || sj_arg(ctx, argv[3], &count) || sj_arg(ctx, argv[4], &period) ||
+        (argc == 6 && sj_arg(ctx, argv[5], &qty)))
+        return REDISMODULE_OK;
+    return sj_gcra(ctx, argv[1], period * 1000000 / count * qty, burst + 1, 5);
+}
+
+/* FL.GCRA_SET key tat ei limit: what the two above replicate. */
+static int sj_gcra_set(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 5) return RedisModule_WrongArity(ctx);
+    long long tat;
+    if (RedisModule_StringToLongLong(argv[2], &tat) != REDISMODULE_OK) return RedisModule_ReplyWithError(ctx, "ERR bad tat");
+    RedisModuleKey *key;
+    floorv *v = open_write(ctx, argv[1], &key);
+    if (v == NULL) return REDISMODULE_OK;
+    v->at_ms = tat;
+    RedisModule_SetAbsExpire(key, tat / 1000 + 1);
+    RedisModule_CloseKey(key);
+    RedisModule_ReplicateVerbatim(ctx);
+    return RedisModule_ReplyWithSimpleString(ctx, "OK");
+}
+
+/* FL.WINDOW key limit window_ms   (as RL.WINDOW): counter + 1, TTL window_ms, reply of 4;
+ * replicates FL.WINDOW_HIT key window limit <ms> 1 0 (13 bytes, the arguments of
+ * RL.WINDOW_HIT; window and limit are the client's own strings). */
+static int sj_rl_window(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 4) return RedisModule_WrongArity(ctx);
+    long long limit, window;
+    if (sj_arg(ctx, argv[2], &limit) || sj_arg(ctx, argv[3], &window)) return REDISMODULE_OK;
+    long long now = RedisModule_Milliseconds();
+    RedisModuleKey *key;
+    floorv *v = open_write(ctx, argv[1], &key);
+    if (v == NULL) return REDISMODULE_OK;
+    v->n++;
+    v->at_ms = now;
+    RedisModule_SetExpire(key, window);
+    mc_dec at = mc_dec_of(now);
+    RedisModule_Replicate(ctx, "FL.WINDOW_HIT", "sssbcc", argv[1], argv[3], argv[2], MC_DEC_ARG(at), "1", "0");
+    RedisModule_CloseKey(key);
+    RedisModule_ReplyWithArray(ctx, 4);
+    RedisModule_ReplyWithLongLong(ctx, 1);
+    RedisModule_ReplyWithLongLong(ctx, limit - v->n);
+    RedisModule_ReplyWithLongLong(ctx, -1);
+    return RedisModule_ReplyWithLongLong(ctx, window);
+}
+
+/* FL.WINDOW_HIT key window limit ms cost reserved: what FL.WINDOW replicates. */
+static int sj_window_hit(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 7) return RedisModule_WrongArity(ctx);
+    long long window, at;
+    if (RedisModule_StringToLongLong(argv[2], &window) != REDISMODULE_OK ||
+        RedisModule_StringToLongLong(argv[4], &at) != REDISMODULE_OK)
+        return RedisModule_ReplyWithError(ctx, "ERR bad integer");
+    RedisModuleKey *key;
+    floorv *v = open_write(ctx, argv[1], &key);
+    if (v == NULL) return REDISMODULE_OK;
+    v->n++;
+    v->at_ms = at;
+    RedisModule_SetAbsExpire(key, at + window);
+    RedisModule_CloseKey(key);
+    RedisModule_ReplicateVerbatim(ctx);
+    return RedisModule_ReplyWithLongLong(ctx, v->n);
+}
+
 int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     (void)argv;
     (void)argc;
@@ -237,6 +448,14 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) 
         {"floor.lock", lock_cmd, "write deny-oom fast"},
         {"floor.lock_set", lock_set_cmd, "write deny-oom fast"},
         {"floor.unlock", unlock_cmd, "write fast"},
+        {"floor_same_job.add_visitor", sj_add_visitor, "write deny-oom fast"},
+        {"fl.visit_at", sj_visit_at, "write deny-oom fast"},
+        {"floor_same_job.get", sj_get, "readonly fast"},
+        {"fl.gcra", sj_rl_gcra, "write deny-oom fast"},
+        {"fl.throttle", sj_cl_throttle, "write deny-oom fast"},
+        {"fl.gcra_set", sj_gcra_set, "write deny-oom fast"},
+        {"fl.window", sj_rl_window, "write deny-oom fast"},
+        {"fl.window_hit", sj_window_hit, "write deny-oom fast"},
     };
     for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
         if (RedisModule_CreateCommand(ctx, cmds[i].name, cmds[i].fn, cmds[i].flags, 1, 1, 1) == REDISMODULE_ERR)

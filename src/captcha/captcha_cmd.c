@@ -13,8 +13,10 @@
  *
  * Replication: a command that changed something replicates one deterministic
  * command that carries the time it used (never the clock-reading command itself):
- *   ADD_CAPTCHA -> CAPTCHA_SET key <state>      ADD_VISITOR -> VISIT_AT key <now ms>
- *   ADD_CHALLENGE -> CHALLENGE_SET key .. PXAT  RENAME_CAPTCHA -> RENAME old new (TTL kept)
+ *   ADD_CAPTCHA -> CAPTCHA_SET key <state>      ADD_VISITOR -> MC.VISIT_AT key <now ms>
+ *   ADD_CHALLENGE -> MC.CHALLENGE_SET key .. PXAT   RENAME_CAPTCHA -> RENAME old new (TTL kept)
+ * (MC.* are the short names of MCAPTCHA_CACHE.VISIT_AT and .CHALLENGE_SET, which
+ * older builds sent and which stay accepted: captcha_glue.h.)
  *   DELETE_CAPTCHA, GET_CHALLENGE, DELETE_CHALLENGE -> DEL key
  * Reads replicate nothing. Every write also signals the declared name for
  * CLIENT TRACKING and WATCH (tracking.c). */
@@ -123,6 +125,16 @@ static int parse_time_ms(RedisModuleString *s, uint64_t *out) {
     return 0;
 }
 
+/* The captcha at an open key, ready for a visit: its ring in its own allocation
+ * (captcha_with_ring; the key's value is replaced when the captcha moved).
+ * NULL when out of memory (the key is unchanged). */
+static captcha *captcha_for_visit(RedisModuleKey *key, captcha *c) {
+    if (c->legacy || c->visits.ring_inline) return c;
+    captcha *d = captcha_with_ring(c);
+    if (d != NULL && d != c) RedisModule_ModuleTypeReplaceValue(key, CaptchaType, d, NULL);
+    return d;
+}
+
 static void replicate_captcha_state(RedisModuleCtx *ctx, RedisModuleString *key, const captcha *c) {
     size_t n;
     RedisModuleString **args = captcha_state_args(c, &n);
@@ -182,10 +194,10 @@ static int AddVisitor_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv
             RedisModule_ReplyWithError(ctx, ERR_CAPTCHA_NOT_FOUND);
         }
     } else {
-        captcha *c = RedisModule_ModuleTypeGetValue(key);
+        captcha *c = captcha_for_visit(key, RedisModule_ModuleTypeGetValue(key));
         uint64_t count;
-        lb_status st = c->legacy ? LB_OK : lb_add(&c->visits, mc_now_ms(), 1, &count);
-        if (c->legacy) {
+        lb_status st = c == NULL ? LB_ERR_NOMEM : c->legacy ? LB_OK : lb_add(&c->visits, mc_now_ms(), 1, &count);
+        if (c != NULL && c->legacy) {
             RedisModule_ReplyWithError(ctx, ERR_UNREADABLE_CAPTCHA);
         } else if (st != LB_OK) {
             RedisModule_ReplyWithError(ctx, st == LB_ERR_FULL ? ERR_COUNT_FULL : ERR_NOMEM);
@@ -201,7 +213,7 @@ static int AddVisitor_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv
             buf[n++] = '}';
             RedisModule_ReplyWithStringBuffer(ctx, buf, n);
             mc_dec at = mc_dec_of((long long)c->visits.last_ms);
-            RedisModule_Replicate(ctx, CMD_VISIT_AT, "sb", keyname, MC_DEC_ARG(at));
+            RedisModule_Replicate(ctx, CMD_VISIT_AT_SHORT, "sb", keyname, MC_DEC_ARG(at));
             captcha_touched(ctx, argv[1], keyname);
             cstats.visits++;
         }
@@ -367,7 +379,7 @@ static int AddChallenge_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **ar
             RedisModule_SetAbsExpire(key, expire_at);
             mc_dec f = mc_dec_of((long long)ch.difficulty_factor), d = mc_dec_of((long long)ch.duration_s),
                    at = mc_dec_of(expire_at);
-            RedisModule_Replicate(ctx, CMD_CHALLENGE_SET, "sbbcb", keyname, MC_DEC_ARG(f), MC_DEC_ARG(d), "PXAT",
+            RedisModule_Replicate(ctx, CMD_CHALLENGE_SET_SHORT, "sbbcb", keyname, MC_DEC_ARG(f), MC_DEC_ARG(d), "PXAT",
                                   MC_DEC_ARG(at));
             captcha_touched(ctx, argv[1], keyname);
             cstats.challenges_added++;
@@ -437,10 +449,10 @@ static int DeleteChallenge_RedisCommand(RedisModuleCtx *ctx, RedisModuleString *
  * Clients are refused unless the module was loaded with INTERNAL-COMMANDS yes
  * (server/internal.h). */
 
-/* MCAPTCHA_CACHE.VISIT_AT <key> <unix ms>
+/* MCAPTCHA_CACHE.VISIT_AT <key> <unix ms>   (and MC.VISIT_AT, the same)
  * One visit as if the clock read <unix ms>. Reply: integer count after it. */
-static int VisitAt_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
-    if (!mc_internal_allowed_or_reply(ctx, CMD_VISIT_AT)) return REDISMODULE_OK;
+static int visit_at(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, const char *name) {
+    if (!mc_internal_allowed_or_reply(ctx, name)) return REDISMODULE_OK;
     if (argc != 3) return RedisModule_WrongArity(ctx);
     uint64_t at;
     if (parse_time_ms(argv[2], &at) != 0) return RedisModule_ReplyWithError(ctx, ERR_BAD_TIME);
@@ -450,10 +462,10 @@ static int VisitAt_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, i
     if (empty) {
         RedisModule_ReplyWithError(ctx, ERR_NO_CAPTCHA_KEY);
     } else {
-        captcha *c = RedisModule_ModuleTypeGetValue(key);
+        captcha *c = captcha_for_visit(key, RedisModule_ModuleTypeGetValue(key));
         uint64_t count;
-        lb_status st = c->legacy ? LB_OK : lb_add(&c->visits, at, 1, &count);
-        if (c->legacy) {
+        lb_status st = c == NULL ? LB_ERR_NOMEM : c->legacy ? LB_OK : lb_add(&c->visits, at, 1, &count);
+        if (c != NULL && c->legacy) {
             RedisModule_ReplyWithError(ctx, ERR_UNREADABLE_CAPTCHA);
         } else if (st != LB_OK) {
             RedisModule_ReplyWithError(ctx, st == LB_ERR_FULL ? ERR_COUNT_FULL : ERR_NOMEM);
@@ -465,6 +477,14 @@ static int VisitAt_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, i
     }
     RedisModule_CloseKey(key);
     return REDISMODULE_OK;
+}
+
+static int VisitAt_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    return visit_at(ctx, argv, argc, CMD_VISIT_AT);
+}
+
+static int VisitAtShort_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    return visit_at(ctx, argv, argc, CMD_VISIT_AT_SHORT);
 }
 
 /* MCAPTCHA_CACHE.CAPTCHA_SET <key> <duration s> <nlevels> [<threshold> <difficulty>]...
@@ -495,10 +515,11 @@ static int CaptchaSet_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv
 
 /* MCAPTCHA_CACHE.CHALLENGE_SET <key> <difficulty> <duration s> [PXAT <unix ms>]
  * MCAPTCHA_CACHE.CHALLENGE_SET <key> UNREADABLE <bytes> [PXAT <unix ms>]
+ * (and MC.CHALLENGE_SET, the same)
  * Replaces <key> with this challenge (the second form: one of the original's
  * that cannot be read, kept as its bytes), expiring at PXAT (else no TTL). */
-static int ChallengeSet_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
-    if (!mc_internal_allowed_or_reply(ctx, CMD_CHALLENGE_SET)) return REDISMODULE_OK;
+static int challenge_set(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, const char *name) {
+    if (!mc_internal_allowed_or_reply(ctx, name)) return REDISMODULE_OK;
     if (argc < 4 || argc > 6) return RedisModule_WrongArity(ctx);
     long long df = 0, dur = 0;
     uint64_t pxat = 0;
@@ -509,7 +530,7 @@ static int ChallengeSet_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **ar
         return RedisModule_ReplyWithError(ctx, "ERR duration must be an integer from 1 to 4294967295");
     if (argc > 4) {
         if (!mc_is_word(argv[4], "PXAT"))
-            return mc_reply_unknown_option(ctx, CMD_CHALLENGE_SET, argv[4], "PXAT unix-time-milliseconds");
+            return mc_reply_unknown_option(ctx, name, argv[4], "PXAT unix-time-milliseconds");
         if (argc == 5) return mc_reply_needs_value(ctx, "PXAT", "unix-time-milliseconds");
         if (parse_time_ms(argv[5], &pxat) != 0 || pxat == 0)
             return RedisModule_ReplyWithError(ctx, "ERR PXAT must be an integer number of Unix milliseconds from 1 to 2^48");
@@ -535,6 +556,14 @@ static int ChallengeSet_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **ar
     return RedisModule_ReplyWithSimpleString(ctx, "OK");
 }
 
+static int ChallengeSet_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    return challenge_set(ctx, argv, argc, CMD_CHALLENGE_SET);
+}
+
+static int ChallengeSetShort_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    return challenge_set(ctx, argv, argc, CMD_CHALLENGE_SET_SHORT);
+}
+
 /* ==== Registration ==== */
 
 static const mc_command commands[] = {
@@ -550,6 +579,8 @@ static const mc_command commands[] = {
     {CMD_VISIT_AT, VisitAt_RedisCommand, "write deny-oom fast", 1, 1, 1},
     {CMD_CAPTCHA_SET, CaptchaSet_RedisCommand, "write deny-oom", 1, 1, 1},
     {CMD_CHALLENGE_SET, ChallengeSet_RedisCommand, "write deny-oom fast", 1, 1, 1},
+    {CMD_VISIT_AT_SHORT, VisitAtShort_RedisCommand, "write deny-oom fast", 1, 1, 1},
+    {CMD_CHALLENGE_SET_SHORT, ChallengeSetShort_RedisCommand, "write deny-oom fast", 1, 1, 1},
 };
 
 void captcha_info(RedisModuleInfoCtx *ctx) {

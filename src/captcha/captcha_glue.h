@@ -30,10 +30,19 @@
 #define CAPTCHA_KEY_PREFIX "mcap:captcha::{"
 #define CHALLENGE_KEY_PREFIX "mcap:CHALLENGE:{"
 
-/* Internal commands: their first argument is the real Redis key. */
+/* Internal commands: their first argument is the real Redis key. Every name a
+ * released version wrote stays registered and accepted forever (an older
+ * primary or AOF replays on a newer build); a newer primary may send names an
+ * older replica lacks: replicas are upgraded before their primary
+ * (docs/operations.md). ADD_VISITOR and ADD_CHALLENGE replicate the short names
+ * (the replication lookup hashes the name on every call); the long ones, same
+ * arguments, are what builds up to 5dfd820 wrote (tests/fixtures/repl/) and
+ * what an AOF rewrite still writes. */
 #define CMD_VISIT_AT "MCAPTCHA_CACHE.VISIT_AT"
 #define CMD_CAPTCHA_SET "MCAPTCHA_CACHE.CAPTCHA_SET"
 #define CMD_CHALLENGE_SET "MCAPTCHA_CACHE.CHALLENGE_SET"
+#define CMD_VISIT_AT_SHORT "MC.VISIT_AT"
+#define CMD_CHALLENGE_SET_SHORT "MC.CHALLENGE_SET"
 
 extern RedisModuleType *CaptchaType;
 extern RedisModuleType *ChallengeType;

@@ -77,5 +77,11 @@ mc_cmdinfo captcha_cmdinfo[] = {
     {CMD_CHALLENGE_SET,
      INFO("Internal (replication, AOF): replaces a key with a challenge expiring at PXAT", "O(1)",
           -4, KS_OW, args_challenge_set)},
+    {CMD_VISIT_AT_SHORT,
+     INFO("Internal (replication, AOF): MCAPTCHA_CACHE.VISIT_AT under a short name (what ADD_VISITOR replicates)",
+          "O(1) amortized", 3, KS_RW, args_visit_at)},
+    {CMD_CHALLENGE_SET_SHORT,
+     INFO("Internal (replication, AOF): MCAPTCHA_CACHE.CHALLENGE_SET under a short name (what ADD_CHALLENGE "
+          "replicates)", "O(1)", -4, KS_OW, args_challenge_set)},
     {NULL},
 };

@@ -62,6 +62,19 @@ RedisModuleString **captcha_state_args(const captcha *c, size_t *n) {
 
 /* Build a captcha from CAPTCHA_SET's arguments (those after the key). On
  * failure returns NULL and points *err at a message (without the ERR code). */
+/* A restored captcha with the slots it was given: its ring moved into its own
+ * allocation (captcha_with_ring), as a visit would leave it; one never visited
+ * stays without a ring. NULL (c freed, *err set) when out of memory. */
+static captcha *ring_inline_or_free(captcha *c, const char **err) {
+    if (c->visits.ring == NULL) return c;
+    captcha *d = captcha_with_ring(c);
+    if (d == NULL) {
+        captcha_free(c);
+        *err = "out of memory";
+    }
+    return d;
+}
+
 captcha *captcha_from_args(RedisModuleString **argv, int argc, const char **err) {
     uint64_t duration, nlevels;
     if (argc == 2 && mc_is_word(argv[0], "UNREADABLE")) {
@@ -104,7 +117,7 @@ captcha *captcha_from_args(RedisModuleString **argv, int argc, const char **err)
         captcha_free(c);
         return NULL;
     }
-    return c;
+    return ring_inline_or_free(c, err);
 }
 
 /* ==== Captcha type callbacks ==== */
@@ -162,7 +175,8 @@ static void *captcha_load_binary(RedisModuleIO *rdb) {
     }
     if (bucket_rdb_load(rdb, &c->visits) != 0) goto fail;
     RedisModule_Free(levels);
-    return c;
+    const char *nomem;
+    return ring_inline_or_free(c, &nomem);
 fail:
     RedisModule_LogIOError(rdb, "warning", "mcaptcha_cache: corrupt or truncated captcha value");
     if (levels) RedisModule_Free(levels);
@@ -196,7 +210,8 @@ static void *captcha_load_legacy(RedisModuleIO *rdb) {
      * `duration` like any other. */
     if (live > 0 && lb_add(&c->visits, mc_now_ms(), live, NULL) != LB_OK)
         RedisModule_LogIOError(rdb, "warning", "mcaptcha_cache: legacy captcha: live count %u not restored", live);
-    return c;
+    const char *nomem;
+    return ring_inline_or_free(c, &nomem);
 }
 
 static void *CaptchaRdbLoad(RedisModuleIO *rdb, int encver) {

@@ -29,10 +29,20 @@ lb_status lb_init(lbucket *b, uint64_t window_ms) {
 }
 
 void lb_free(lbucket *b) {
-    if (b->ring) mc_free(b->ring);
-    b->ring = NULL;
+    if (b->ring_inline) {
+        memset(b->ring, 0, (size_t)b->nslots * sizeof(uint32_t)); /* the owner's storage: kept */
+    } else {
+        if (b->ring) mc_free(b->ring);
+        b->ring = NULL;
+    }
     b->total = 0;
     b->tail = b->head = 0;
+}
+
+void lb_attach_ring(lbucket *b, uint32_t *storage) {
+    memset(storage, 0, (size_t)b->nslots * sizeof(uint32_t));
+    b->ring = storage;
+    b->ring_inline = 1;
 }
 
 /* Drop every slot that has expired at `now` (already effective). Keeps the
@@ -172,6 +182,7 @@ size_t lb_mem_usage(const lbucket *b) {
 
 lb_status lb_copy(lbucket *dst, const lbucket *src) {
     *dst = *src;
+    dst->ring_inline = 0;
     if (src->ring) {
         dst->ring = mc_malloc((size_t)src->nslots * sizeof(uint32_t));
         if (dst->ring == NULL) {

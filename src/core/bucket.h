@@ -58,6 +58,7 @@ typedef struct lbucket {
     uint64_t tail;      /* absolute number of the oldest slot that may be non-zero */
     uint64_t head;      /* absolute number of the newest slot written */
     uint32_t nslots;    /* ring capacity */
+    uint32_t ring_inline; /* 1: ring is the owner's storage (lb_attach_ring), never freed here */
     uint32_t *ring;     /* slot counts, ring[s % nslots]; NULL until the first hit */
 } lbucket;
 
@@ -65,8 +66,15 @@ typedef struct lbucket {
  * Allocates nothing. Returns LB_OK or LB_ERR_RANGE. */
 lb_status lb_init(lbucket *b, uint64_t window_ms);
 
-/* Release the ring; the counter is left empty and can be reused. */
+/* Release the ring; the counter is left empty and can be reused (an attached
+ * ring is zeroed and kept, not freed). */
 void lb_free(lbucket *b);
+
+/* Give a counter just set up by lb_init (no ring yet) the caller's storage of
+ * nslots uint32_t as its ring, for one allocation with its owner: it is zeroed
+ * here, used from now on and never freed by lb_free (lb_copy gives the copy a
+ * ring of its own). */
+void lb_attach_ring(lbucket *b, uint32_t *storage);
 
 /* The number of hits still counting at `now_ms` (read-only: changes nothing). */
 uint64_t lb_count(const lbucket *b, uint64_t now_ms);

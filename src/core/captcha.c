@@ -68,6 +68,11 @@ static json_t *parse_json(const char *text, size_t len, int *json_error, char *e
     return root;
 }
 
+/* Bytes of one captcha allocation: the struct, then its levels, then its ring. */
+static size_t captcha_alloc_size(uint32_t nlevels, uint32_t nslots) {
+    return sizeof(captcha) + (size_t)nlevels * sizeof(captcha_level) + (size_t)nslots * sizeof(uint32_t);
+}
+
 captcha_err captcha_new(uint32_t duration_s, const captcha_level *levels, uint32_t nlevels,
                         captcha **out) {
     if (nlevels == 0) return MSG_NO_LEVELS;
@@ -85,8 +90,9 @@ captcha_err captcha_new(uint32_t duration_s, const captcha_level *levels, uint32
     for (uint32_t i = 1; i < nlevels && !err; i++) {
         if (sorted[i].difficulty_factor < sorted[i - 1].difficulty_factor) err = MSG_DECREASE;
     }
-    /* One allocation for the captcha and its levels (read together on every visit). */
-    captcha *c = err ? NULL : mc_calloc(1, sizeof(*c) + nlevels * sizeof(*sorted));
+    /* One allocation for the captcha and its levels (read together on every
+     * visit); the ring joins them at the first visit (captcha_with_ring). */
+    captcha *c = err ? NULL : mc_calloc(1, captcha_alloc_size(nlevels, 0));
     if (c == NULL) {
         mc_free(sorted);
         return err ? err : MSG_NOMEM;
@@ -184,15 +190,35 @@ captcha *captcha_unreadable(const char *bytes, size_t len) {
 
 captcha *captcha_dup(const captcha *c) {
     if (c->legacy) return captcha_unreadable(c->legacy, c->legacy_len);
-    captcha *d = mc_malloc(sizeof(*d) + c->nlevels * sizeof(*c->levels));
+    captcha *d = mc_malloc(captcha_alloc_size(c->nlevels, c->visits.ring ? c->visits.nslots : 0));
     if (d == NULL) return NULL;
     *d = *c;
     d->levels = (captcha_level *)(d + 1);
     memcpy(d->levels, c->levels, c->nlevels * sizeof(*c->levels));
-    if (lb_copy(&d->visits, &c->visits) != LB_OK) {
-        mc_free(d);
-        return NULL;
+    d->visits.ring = NULL;
+    d->visits.ring_inline = 0;
+    if (c->visits.ring) {
+        lb_attach_ring(&d->visits, (uint32_t *)(d->levels + d->nlevels));
+        memcpy(d->visits.ring, c->visits.ring, (size_t)c->visits.nslots * sizeof(uint32_t));
     }
+    return d;
+}
+
+captcha *captcha_with_ring(captcha *c) {
+    if (c->legacy || c->visits.ring_inline) return c;
+    captcha *d = mc_malloc(captcha_alloc_size(c->nlevels, c->visits.nslots));
+    if (d == NULL) return NULL;
+    *d = *c;
+    d->levels = (captcha_level *)(d + 1);
+    memcpy(d->levels, c->levels, c->nlevels * sizeof(*c->levels));
+    uint32_t *old = c->visits.ring;
+    d->visits.ring = NULL;
+    lb_attach_ring(&d->visits, (uint32_t *)(d->levels + d->nlevels));
+    if (old) {
+        memcpy(d->visits.ring, old, (size_t)d->visits.nslots * sizeof(uint32_t));
+        mc_free(old);
+    }
+    mc_free(c);
     return d;
 }
 

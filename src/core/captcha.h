@@ -10,7 +10,8 @@
  *
  * Memory per captcha: sizeof(captcha) + 8 bytes per level (a 16 KiB config
  * holds about 330 levels, so under 3 KiB) + the bucket ring (at most 1,340
- * bytes for durations of 1 s and up, see bucket.h).
+ * bytes for durations of 1 s and up, see bucket.h), in one allocation once
+ * visited (captcha_with_ring): a captcha never visited has no ring.
  */
 #ifndef MC_CAPTCHA_H
 #define MC_CAPTCHA_H
@@ -53,7 +54,8 @@ typedef struct captcha {
     uint32_t nlevels;       /* 1..CAPTCHA_MAX_LEVELS */
     captcha_level *levels;  /* sorted by visitor_threshold, strictly increasing; stored
                              * right after the struct, in its allocation */
-    lbucket visits;         /* window = duration_s * 1000 ms */
+    lbucket visits;         /* window = duration_s * 1000 ms; once visited, its ring
+                             * follows the levels in the same allocation */
     char *legacy;           /* non-NULL: an unreadable value of the original, kept as
                              * its bytes (nlevels 0, duration_s 0); see below */
     size_t legacy_len;
@@ -94,8 +96,16 @@ void captcha_free(captcha *c);
  * deleted. NULL when out of memory. */
 captcha *captcha_unreadable(const char *bytes, size_t len);
 
-/* Deep copy; NULL when out of memory. */
+/* Deep copy (one allocation, the ring inline if c has one); NULL when out of memory. */
 captcha *captcha_dup(const captcha *c);
+
+/* c with its bucket's ring inside its own allocation, after its levels, so that
+ * a visit touches one block of memory and allocates nothing: c itself when the
+ * ring is there already (or c is unreadable), else a new captcha that takes c's
+ * place (c and any separate ring it had are freed; counts are kept). NULL when
+ * out of memory, c unchanged. Call before the first visit and after a loader
+ * restored slots; the caller puts the result where c was. */
+captcha *captcha_with_ring(captcha *c);
 
 /* The difficulty that applies at `count` (the rule above). */
 uint32_t captcha_difficulty(const captcha *c, uint64_t count);

@@ -273,6 +273,34 @@ static void test_copy_and_next_expiry(void **state) {
     lb_free(&c);
 }
 
+/* A ring in the owner's storage: used from the first hit, zeroed but kept by
+ * lb_free, and a copy gets a ring of its own. */
+static void test_attached_ring(void **state) {
+    (void)state;
+    lbucket b, c;
+    uint32_t storage[2560 / 10 + 2 + 1];
+    storage[2560 / 10 + 2] = 0xdeadbeef; /* just past the ring: never written */
+    assert_int_equal(lb_init(&b, 2560), LB_OK); /* w = 10, nslots 258 */
+    memset(storage, 0xff, (size_t)b.nslots * sizeof(uint32_t));
+    lb_attach_ring(&b, storage);
+    assert_ptr_equal(b.ring, storage);
+    assert_int_equal(storage[0], 0);
+    for (uint64_t t = 1000; t < 1000 + 5 * 2560; t += 7) assert_int_equal(lb_add(&b, t, 1, NULL), LB_OK);
+    assert_ptr_equal(b.ring, storage);
+    assert_int_equal(lb_copy(&c, &b), LB_OK);
+    assert_ptr_not_equal(c.ring, storage);
+    assert_int_equal(c.ring_inline, 0);
+    assert_int_equal(lb_count(&c, 1000 + 5 * 2560), lb_count(&b, 1000 + 5 * 2560));
+    lb_free(&b);
+    assert_ptr_equal(b.ring, storage);
+    assert_int_equal(lb_count(&b, 1000 + 5 * 2560), 0);
+    for (uint32_t i = 0; i < b.nslots; i++) assert_int_equal(storage[i], 0);
+    assert_int_equal(storage[2560 / 10 + 2], 0xdeadbeef);
+    assert_int_equal(lb_add(&b, 1000 + 6 * 2560, 2, NULL), LB_OK);
+    assert_int_equal(lb_count(&b, 1000 + 6 * 2560), 2);
+    lb_free(&c);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_init_ranges),
@@ -285,6 +313,7 @@ int main(void) {
         cmocka_unit_test(test_remove_refund),
         cmocka_unit_test(test_restore_roundtrip_and_corrupt),
         cmocka_unit_test(test_copy_and_next_expiry),
+        cmocka_unit_test(test_attached_ring),
     };
     return cmocka_run_group_tests_name("bucket", tests, NULL, NULL);
 }

@@ -55,13 +55,53 @@ static void test_difficulty_three_levels(void **state) {
         if (n == 0) assert_int_equal(got, 10); /* no level below 0: the lowest */
         else assert_int_equal(got, want[n]);
     }
+    /* No ring until the first visit; then one allocation: the ring follows the levels. */
+    assert_null(c->visits.ring);
+    captcha *e = captcha_dup(c);
+    assert_non_null(e);
+    assert_null(e->visits.ring);
+    captcha_free(e);
+    size_t idle = captcha_mem_usage(c);
+    c = captcha_with_ring(c);
+    assert_non_null(c);
+    assert_ptr_equal(c->visits.ring, (uint32_t *)(c->levels + c->nlevels));
+    assert_ptr_equal(captcha_with_ring(c), c); /* already there: unchanged */
+    assert_int_equal(captcha_mem_usage(c), idle + c->visits.nslots * sizeof(uint32_t));
+    assert_int_equal(captcha_difficulty(c, 21), 40);
+    for (uint64_t t = 5000; t < 9000; t += 13) assert_int_equal(lb_add(&c->visits, t, 1, NULL), LB_OK);
     captcha *d = captcha_dup(c);
     assert_non_null(d);
     assert_ptr_not_equal(d->levels, c->levels);
+    assert_ptr_equal(d->visits.ring, (uint32_t *)(d->levels + d->nlevels));
+    assert_int_equal(lb_count(&d->visits, 9000), lb_count(&c->visits, 9000));
+    assert_int_equal(lb_add(&d->visits, 9000, 1, NULL), LB_OK);
+    assert_int_equal(lb_count(&d->visits, 9000), lb_count(&c->visits, 9000) + 1);
     assert_int_equal(captcha_difficulty(d, 21), 40);
     assert_true(captcha_mem_usage(c) < 4096);
     captcha_free(c);
     captcha_free(d);
+}
+
+/* A ring allocated apart (lb_add or a loader before captcha_with_ring) moves into the
+ * captcha's allocation with its counts; the old block is freed (valgrind checks). */
+static void test_ring_moves_inline(void **state) {
+    (void)state;
+    captcha *c = parse_ok("{\"levels\":[{\"visitor_threshold\":3,\"difficulty_factor\":10},"
+                          "{\"visitor_threshold\":9,\"difficulty_factor\":20}],\"duration\":2}");
+    for (uint64_t t = 10000; t < 11900; t += 100) assert_int_equal(lb_add(&c->visits, t, 1, NULL), LB_OK);
+    assert_non_null(c->visits.ring);
+    assert_int_equal(c->visits.ring_inline, 0);
+    uint64_t before = lb_count(&c->visits, 11900);
+    c = captcha_with_ring(c);
+    assert_non_null(c);
+    assert_int_equal(c->visits.ring_inline, 1);
+    assert_ptr_equal(c->visits.ring, (uint32_t *)(c->levels + c->nlevels));
+    assert_int_equal(lb_count(&c->visits, 11900), before);
+    assert_int_equal(lb_count(&c->visits, 11900), 19);
+    assert_int_equal(captcha_difficulty(c, lb_count(&c->visits, 11900)), 20);
+    lb_free(&c->visits); /* an inline ring is zeroed, not freed */
+    assert_int_equal(lb_count(&c->visits, 11900), 0);
+    captcha_free(c);
 }
 
 typedef struct bad_case {
@@ -294,6 +334,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_difficulty_example),
         cmocka_unit_test(test_difficulty_three_levels),
+        cmocka_unit_test(test_ring_moves_inline),
         cmocka_unit_test(test_config_rejections),
         cmocka_unit_test(test_config_limits),
         cmocka_unit_test(test_challenge_parse),

@@ -140,6 +140,7 @@
 #define RedisModule_Milliseconds                        ValkeyModule_Milliseconds
 #define RedisModule_ModuleTypeGetType                   ValkeyModule_ModuleTypeGetType
 #define RedisModule_ModuleTypeGetValue                  ValkeyModule_ModuleTypeGetValue
+#define RedisModule_ModuleTypeReplaceValue              ValkeyModule_ModuleTypeReplaceValue
 #define RedisModule_ModuleTypeSetValue                  ValkeyModule_ModuleTypeSetValue
 #define RedisModule_OpenKey                             ValkeyModule_OpenKey
 #define RedisModule_Realloc                             ValkeyModule_Realloc

@@ -14,7 +14,8 @@ import redis
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 INTERNAL = {"MCAPTCHA_CACHE.VISIT_AT", "MCAPTCHA_CACHE.CAPTCHA_SET", "MCAPTCHA_CACHE.CHALLENGE_SET",
-            "RL.GCRA_SET", "RL.WINDOW_HIT", "RL.WINDOW_SET", "LOCK.STATE", "RL.POLICY_PUT"}
+            "RL.GCRA_SET", "RL.WINDOW_HIT", "RL.WINDOW_SET", "LOCK.STATE", "RL.POLICY_PUT",
+            "MC.VISIT_AT", "MC.CHALLENGE_SET"}
 
 
 DOC = os.path.join(REPO_ROOT, "docs", "operations.md")
