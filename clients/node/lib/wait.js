@@ -12,6 +12,9 @@ const { McaptchaCacheError } = require('./errors');
 const MAX_WAIT_MS = 1099511627776;
 // One round of an unbounded wait: the waiter re-queues at the tail once an hour.
 const UNBOUNDED_ROUND_MS = 3600 * 1000;
+// A wait with less than this left is over (the server's timer may answer a round a little
+// before the client's deadline: no round of a millisecond or two follows).
+const MIN_ROUND_MS = 10;
 // A blocked command gets this much longer than its WAIT before its connection is given up.
 const GUARD_GRACE_MS = 5000;
 
@@ -64,7 +67,7 @@ class WaitBudget {
   }
 
   expired() {
-    return this.waitMs === 0 || (this.deadline !== null && now() >= this.deadline);
+    return this.waitMs === 0 || (this.deadline !== null && now() >= this.deadline - MIN_ROUND_MS);
   }
 }
 
@@ -79,10 +82,15 @@ class WaitTimeout extends McaptchaCacheError {}
  */
 async function sendBlocking(ad, raw, argv, routeKey, roundMs, signal) {
   let cause = null;
+  let killed;
+  // settles with the cause as soon as the connection is given up, whether or not the library
+  // ever settles the command it had queued there (an ioredis Cluster still connecting keeps it)
+  const giveUp = new Promise((resolve, reject) => { killed = reject; });
   const kill = (why) => {
     if (cause) return;
     cause = why;
     raw.__dead = true;
+    killed(why);
     ad.destroy(raw);
   };
   const onAbort = () => kill(abortError(signal));
@@ -90,8 +98,11 @@ async function sendBlocking(ad, raw, argv, routeKey, roundMs, signal) {
     `no reply to ${argv[0]} within its WAIT of ${roundMs} ms and ${GUARD_GRACE_MS} ms more`)),
   roundMs + GUARD_GRACE_MS);
   if (signal) signal.addEventListener('abort', onAbort, { once: true });
+  const sent = ad.send(argv, routeKey, raw);
+  sent.catch(() => {});
+  giveUp.catch(() => {});
   try {
-    const reply = await ad.send(argv, routeKey, raw);
+    const reply = await Promise.race([sent, giveUp]);
     if (cause) throw cause;
     return reply;
   } catch (e) {

@@ -18,11 +18,19 @@ const REDIS_SERVER = process.env.REDIS_SERVER || 'redis-server';
 const REDIS_CLI = process.env.REDIS_CLI || 'redis-cli';
 
 const running = new Set();
-process.on('exit', () => {
+function killAll() {
   for (const p of running) {
     try { p.kill('SIGKILL'); } catch (_) { /* gone */ }
   }
-});
+}
+// the servers die with the test process, also when it is interrupted
+process.on('exit', killAll);
+for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
+  process.once(sig, () => {
+    killAll();
+    process.kill(process.pid, sig);
+  });
+}
 
 function portFree(port) {
   return new Promise((resolve) => {
