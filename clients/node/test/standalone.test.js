@@ -3,15 +3,36 @@
 // SPDX-License-Identifier: BSD-3-Clause
 'use strict';
 
-const { describe, before, after } = require('node:test');
+const assert = require('node:assert/strict');
+const { describe, it, before, after } = require('node:test');
+const Redis = require('ioredis');
+const m = require('../lib');
 const { startStandalone } = require('./helpers/servers');
-const { LIBS, makeClient, closeClient } = require('./helpers/clients');
+const { LIBS, makeClient, closeClient, cmd } = require('./helpers/clients');
 const { lockTests, limiterTests, captchaTests } = require('./helpers/suites');
 
 describe('standalone', () => {
   let server;
   before(async () => { server = await startStandalone(); });
   after(async () => { if (server) await server.stop(); });
+
+  it("ioredis' keyPrefix applies to the module's keys, as to ioredis' own", async () => {
+    const prefixed = new Redis({ host: '127.0.0.1', port: server.port, keyPrefix: 'app1:' });
+    try {
+      const l = new m.Lock(prefixed, 'prefixed-lock', { leaseMs: 5000 });
+      await l.acquire();
+      const rl = new m.RateLimiter(prefixed, { limit: 1, windowMs: 60000, prefix: 'rl:' });
+      await rl.limit('u');
+      assert.equal(await prefixed.exists('prefixed-lock'), 1);
+      assert.equal(await prefixed.exists('rl:u'), 1);
+      const plain = await makeClient('ioredis', server.port);
+      assert.equal(Number(await cmd(plain, ['EXISTS', 'app1:prefixed-lock', 'app1:rl:u'])), 2);
+      await closeClient(plain);
+      await l.release();
+    } finally {
+      await closeClient(prefixed);
+    }
+  });
 
   for (const lib of LIBS) {
     describe(lib, () => {
