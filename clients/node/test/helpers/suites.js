@@ -8,6 +8,7 @@
 const assert = require('node:assert/strict');
 const { it } = require('node:test');
 const m = require('../../lib');
+const { Adapter } = require('../../lib/adapter');
 const { waitFor } = require('./servers');
 const { commandCalls, cmd } = require('./clients');
 
@@ -254,6 +255,12 @@ function lockTests(env) {
     assert.ok(JSON.stringify(full).includes('"session"'));
     await a.release();
     assert.ok(await free(a));
+    // the hold lives as long as that connection: closing it releases the lock on the server
+    const b = new m.Lock(env.client, name, { leaseMs: 60000, session: true, renewEveryMs: 30 });
+    assert.equal(await b.acquire({ waitMs: 0 }), true);
+    Adapter.of(env.client).destroy(b._conn);
+    await waitFor(() => free(b), { what: 'the release on disconnect' });
+    await waitFor(() => b.lost, { what: 'the loss noticed' });
   });
 }
 
