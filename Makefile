@@ -285,3 +285,29 @@ test-python: deps-python
 	@$(MAKE) --no-print-directory $(MODULE)
 	cd clients/python && $(PYTHON) -m mypy --strict mcaptcha_cache
 	$(SERVER_ENV) MCAPTCHA_MODULE=$(CURDIR)/$(MODULE) $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration/client
+
+# The Node.js client (clients/node; docs/node.md): npm ci from its package-lock.json (skipped
+# when node_modules was installed from that same lockfile, so it also runs offline), the type
+# check of its hand-written index.d.ts, its tests (node --test on real servers: standalone and
+# a 3-primary Cluster, ioredis and node-redis, an Express app), then `npm pack` and an install
+# of the tarball into a scratch directory, where it must load.
+NODE_DIR := clients/node
+CLIENT_TESTS += test-node
+.PHONY: test-node
+test-node:
+	@sh scripts/deps.sh build run node
+	@$(MAKE) --no-print-directory $(MODULE)
+	@cd $(NODE_DIR) && if cmp -s package-lock.json node_modules/.mcaptcha-lock 2>/dev/null; then \
+	    echo "clients/node/node_modules is current"; \
+	else npm ci --no-audit --no-fund --prefer-offline && cp package-lock.json node_modules/.mcaptcha-lock; fi
+	cd $(NODE_DIR) && node_modules/.bin/tsc -p test/types
+	cd $(NODE_DIR) && $(SERVER_ENV) MCAPTCHA_MODULE=$(CURDIR)/$(MODULE) node --test test/unit.test.js \
+	    test/standalone.test.js test/cluster.test.js test/express.test.js
+	@rm -rf $(BUILD)/node-pack && mkdir -p $(BUILD)/node-pack/app
+	cd $(NODE_DIR) && npm pack --silent --pack-destination $(CURDIR)/$(BUILD)/node-pack
+	cd $(BUILD)/node-pack/app && echo '{"name": "pack-check", "version": "0.0.0", "private": true}' >package.json && \
+	    npm install --silent --no-audit --no-fund --offline ../mcaptcha-cache-*.tgz && \
+	    test -f node_modules/mcaptcha-cache/index.d.ts && \
+	    node -e "const m = require('mcaptcha-cache'); for (const k of ['Lock', 'Semaphore', 'MultiLock', 'RateLimiter', \
+	        'Captcha', 'SlidingWindowStore', 'LockLost', 'CrossSlot']) if (typeof m[k] !== 'function') throw new Error(k); \
+	        if (m.keySlot('123456789') !== 12739) throw new Error('keySlot'); console.log('npm pack: the tarball installs and loads')"
