@@ -40,6 +40,13 @@ module McaptchaCache
       (time.to_r * 1000).round
     end
 
+    # Whether a refusal to a WAIT of +round_ms+ sent at +started+ came long before the round's
+    # end: the server answers a waiter only when served or at its timeout, so such an answer
+    # means the request cannot wait (for a lock: this owner holds it already).
+    def refused_early?(round_ms, started)
+      round_ms.positive? && monotonic - started < round_ms / 2000.0
+    end
+
     # The clock for measuring waits (not moved by Timecop).
     def monotonic
       Process.clock_gettime(Process::CLOCK_MONOTONIC)

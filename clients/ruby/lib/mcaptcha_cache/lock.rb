@@ -237,20 +237,23 @@ module McaptchaCache
     def grant_with_rounds(wait)
       budget = WaitBudget.new(wait_ms(wait), Common.round_cap_ms(client))
       budget.run do |rnd|
-        conn_reply = if rnd.positive?
-                       Common.with_waiter(client) { |conn| send_acquire(conn, rnd) }
-                     else
-                       send_acquire(client, 0)
-                     end
-        [granted?(conn_reply), granted?(conn_reply)]
+        started = Common.monotonic
+        ok = if rnd.positive?
+               Common.with_waiter(client) { |conn| send_acquire(conn, rnd) }
+             else
+               send_acquire(client, 0)
+             end
+        # a WAIT refused long before its end: this owner holds it already (another instance)
+        [ok || Common.refused_early?(rnd, started), ok]
       end
     end
 
     def grant_on(conn, wait)
       budget = WaitBudget.new(wait_ms(wait), Common.round_cap_ms(conn))
       ok = budget.run do |rnd|
-        g = granted?(send_acquire(conn, rnd))
-        [g, g]
+        started = Common.monotonic
+        g = send_acquire(conn, rnd)
+        [g || Common.refused_early?(rnd, started), g]
       end
       drop_session unless ok
       ok
@@ -280,10 +283,6 @@ module McaptchaCache
       @state.synchronize { @held = true }
       start_renewer
       true
-    end
-
-    def granted?(reply)
-      reply == true
     end
 
     def drop_session

@@ -67,6 +67,7 @@ module MasterLock
       McaptchaCache::WaitBudget.new(wait_ms, McaptchaCache::Common.round_cap_ms(redis)).run do |rnd|
         args = ["LOCK.ACQUIRE", redis_key, owner, ttl_ms]
         args.push("WAIT", rnd) if rnd.positive?
+        started = McaptchaCache::Common.monotonic
         reply = if rnd.positive?
                   McaptchaCache::Common.with_waiter(redis) { |c| McaptchaCache::Common.call(c, *args) }
                 else
@@ -74,7 +75,8 @@ module MasterLock
                 end
         ok = reply[0].to_i == 1
         @token = reply[1].to_i if ok
-        [ok, ok]
+        # a WAIT refused long before its end: this owner holds the lock already
+        [ok || McaptchaCache::Common.refused_early?(rnd, started), ok]
       end
     end
 
