@@ -37,7 +37,7 @@ module McaptchaCache
 
     # The process clock (Time.now, which Timecop moves) as Unix milliseconds.
     def now_ms(time = Time.now)
-      (time.to_r * 1000).round
+      (time.to_r * 1000).floor
     end
 
     # Whether a refusal to a WAIT of +round_ms+ sent at +started+ came long before the round's
