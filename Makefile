@@ -235,3 +235,11 @@ clean:
 	    $(BUILD)/lock $(BUILD)/test_* $(ASAN_DIR) $(MODULE)
 
 -include $(wildcard $(BUILD)/*.d $(BUILD)/*/*.d $(ASAN_DIR)/*.d $(ASAN_DIR)/*/*.d)
+
+# The Ruby client (clients/ruby, gem mcaptcha_cache): its rspec suite against $(MODULE), on a
+# standalone server and a 3-primary Redis Cluster that the specs start on free ports and kill
+# at the end; the suite also packs the gem offline (gem build). Needs the deps.sh group ruby.
+.PHONY: test-ruby
+test-ruby: $(MODULE)
+	@sh scripts/deps.sh ruby
+	cd clients/ruby && MCAPTCHA_MODULE=$(CURDIR)/$(MODULE) rspec

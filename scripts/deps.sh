@@ -1,6 +1,6 @@
 #!/bin/sh
 # deps.sh GROUP... -- install the Debian packages a make target needs, when missing.
-# Groups: build, run, test, bench, fuzz, servers. Installs only as root; otherwise says what is missing.
+# Groups: build, run, test, bench, fuzz, servers, ruby. Installs only as root; otherwise says what is missing.
 set -eu
 pkgs=
 for g in "$@"; do
@@ -10,6 +10,7 @@ for g in "$@"; do
         test)  pkgs="$pkgs redis-server redis-tools python3 python3-pytest python3-redis python3-hypothesis python3-pytest-xdist python3-pip python3-setuptools libcmocka-dev valgrind dpkg-dev" ;;
         bench) pkgs="$pkgs redis-server redis-tools gnuplot-nox nodejs npm python3" ;;
         fuzz)  pkgs="$pkgs clang libclang-rt-14-dev" ;;
+        ruby)  pkgs="$pkgs ruby ruby-rubygems ruby-redis ruby-rspec ruby-timecop redis-server redis-tools" ;;
         servers) pkgs="$pkgs gcc make pkg-config libc6-dev dpkg-dev debian-archive-keyring libatomic1 libjemalloc2 liblzf1 libssl3 libsystemd0" ;;
         *) echo "deps.sh: unknown group $g" >&2; exit 2 ;;
     esac
