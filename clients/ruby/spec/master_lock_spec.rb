@@ -192,6 +192,13 @@ RSpec.shared_examples "MasterLock" do
         expect(Process.clock_gettime(Process::CLOCK_MONOTONIC) - t0).to be_between(0.45, 3)
       end
 
+      it "accepts the older gem's redis: form (key prefix masterlock)" do
+        old_style = described_class.new(redis: client, key: "key", owner: "o", ttl: 1)
+        expect(old_style.acquire(timeout: 0)).to eq true
+        expect(lock1.acquire(timeout: 0)).to eq false
+        expect(old_style.release).to eq true
+      end
+
       it "uses the key \"key_prefix:key\"" do
         lock1.acquire(timeout: 0)
         expect(client.call("LOCK.INSPECT", "masterlock:key")[3][0][0]).to eq "owner1"

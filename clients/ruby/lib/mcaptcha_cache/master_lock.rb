@@ -43,7 +43,15 @@ module MasterLock
     # @return [Integer, nil] the fencing token of the last grant
     attr_reader :token
 
-    def initialize(config:, key:, owner:, ttl:)
+    # +config+: a Config (its redis and key_prefix). The older gem's form,
+    # RedisLock.new(redis:, key:, owner:, ttl:), is accepted too (key_prefix "masterlock").
+    def initialize(key:, owner:, ttl:, config: nil, redis: nil, sleep_interval: nil) # rubocop:disable Lint/UnusedMethodArgument
+      raise ArgumentError, "config: (or redis:) is required" if config.nil? && redis.nil?
+
+      config ||= Config.new.tap do |c|
+        c.redis = redis
+        c.key_prefix = DEFAULT_KEY_PREFIX
+      end
       @config = config
       @key = key
       @owner = owner.to_s
