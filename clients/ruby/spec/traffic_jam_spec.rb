@@ -172,6 +172,13 @@ RSpec.shared_examples "TrafficJam" do
         expect(limit.used).to eq 2
       end
 
+      it "discounts an increment at a past time: what fits shows it" do
+        expect(limit.increment(1)).to be true
+        # 3 units 20 minutes ago count as 2 now (1 regenerated): 1 + 2 fits in 3
+        expect(limit.increment(3, time: Time.now - period / 3)).to be true
+        expect(limit.increment(1)).to be false
+      end
+
       it "is a no-op once the discount reaches the amount", at: :rlcore do
         limit.increment(1)
         expect(limit.increment(2, time: Time.now - period)).to be true
