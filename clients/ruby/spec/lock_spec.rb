@@ -98,6 +98,7 @@ RSpec.describe McaptchaCache::Lock do
     a = described_class.new(redis, "L", lease: 1, renew_every: 0.05, on_lost: ->(l) { seen << l })
     a.acquire
     redis.del("L")
+    wait_until(what: "on_lost") { !seen.empty? }
     expect(seen.pop).to be a
     expect(a).to be_lost
     expect(a.lost_reason).to match(/renewal refused/)

@@ -7,6 +7,7 @@
 $LOAD_PATH.unshift File.expand_path("../lib", __dir__)
 require "mcaptcha_cache"
 require "timecop"
+require "timeout"
 require_relative "support/servers"
 
 module SpecHelpers
@@ -48,6 +49,8 @@ RSpec.configure do |config|
   config.before(:each) { redis.flushall }
   config.before(:each, cluster: true) { flush_cluster }
   config.after(:each) { Timecop.return }
+  # no example may hang the suite (a mutant that breaks a handoff fails instead)
+  config.around(:each) { |example| Timeout.timeout(60) { example.run } }
   config.after(:suite) do
     unless SpecHelpers.peek_at?
       warn "\nNOTE: this module build refuses AT on RL.GCRA_PEEK / RL.WINDOW_PEEK / RL.REFUND: the examples " \

@@ -69,7 +69,7 @@ module McaptchaCache
     # A connection of the pool kept beside +client+ for blocking waits (redis-rb serializes
     # every command of one Redis object: a WAIT there would stall the other threads' ones).
     def with_waiter(client)
-      conn = WAITERS_LOCK.synchronize { (WAITERS[client.object_id] ||= []).pop } || client.dup
+      conn = WAITERS_LOCK.synchronize { (WAITERS[client] ||= []).pop } || client.dup
       begin
         yield conn
       rescue StandardError
@@ -77,11 +77,12 @@ module McaptchaCache
         conn = nil
         raise
       ensure
-        WAITERS_LOCK.synchronize { WAITERS[client.object_id] << conn } if conn
+        WAITERS_LOCK.synchronize { (WAITERS[client] ||= []) << conn } if conn
       end
     end
 
-    WAITERS = {} # rubocop:disable Style/MutableConstant
+    # client => idle waiter connections (weak: they go with the client)
+    WAITERS = ObjectSpace::WeakMap.new
     WAITERS_LOCK = Mutex.new
   end
 
