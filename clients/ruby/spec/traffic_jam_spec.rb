@@ -60,6 +60,15 @@ RSpec.shared_examples "TrafficJam" do
       expect(lower.used).to eq 5
       expect(lower.increment(1)).to be false
     end
+
+    it "changing the cap: a raised max raises what the stored debt stands for (documented difference)",
+       at: :rlcore do
+      TrafficJam::Limit.new(:requests_per_user, "u", max: 10, period: 3600).increment(8)
+      raised = TrafficJam::Limit.new(:requests_per_user, "u", max: 20, period: 3600)
+      expect(raised.used).to eq 16 # TrafficJam keeps the amount: 8
+      expect(raised.increment(4)).to be true
+      expect(raised.increment(1)).to be false
+    end
   end
 
   describe "configuration" do
