@@ -1,11 +1,14 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Makefile -- mcaptcha-cache, a Redis module (C).
 #
 #   make            build build/mcaptcha_cache.so (every build output goes under build/)
 #   make run        install what is missing (as root), build, serve on 127.0.0.1:$(PORT)
 #   make test       install test dependencies (as root), build, run every test: unit (also
-#                   under valgrind), integration, integration against the ASan/UBSan build
+#                   under valgrind), integration, integration against the ASan/UBSan build,
+#                   then every client: Python, Ruby, Node (test-python, test-ruby, test-node)
 #   make install    copy the module to $(MODULEDIR)
-#   make deb        build $(BUILD)/deb/redis-mcaptcha-cache_<version>_<arch>.deb with dpkg-deb
+#   make deb        the Debian package (debian/, dpkg-buildpackage) into $(BUILD)/deb/
+#   make deb-check  make deb, then lintian: any error or warning fails
 #   make bench      throughput, CPU and memory against native commands and Lua scripts
 #   make fuzz       run every libFuzzer target for FUZZ_SECONDS (default 600) seconds
 #   make mutants    apply each hand-written bug in tests/mutants/ and check that its tests fail
@@ -25,8 +28,10 @@ REDISMODULE_H ?= $(BUILD)/include/redismodule.h
 
 CC       ?= cc
 WARN     := -Wall -Wextra -Werror -Wno-missing-field-initializers -Wstrict-prototypes
+# CFLAGS, CPPFLAGS and LDFLAGS from the environment are honoured (dpkg-buildflags' hardening
+# flags when debian/rules builds: fortify, stack protector, relro, bindnow).
 CFLAGS   ?= -O2 -g
-ALL_CFLAGS := -std=gnu11 $(WARN) -fno-common -fPIC $(CFLAGS)
+ALL_CFLAGS := -std=gnu11 $(WARN) -fno-common -fPIC $(CPPFLAGS) $(CFLAGS)
 LDLIBS   := -ljansson
 
 # One folder per layer (docs/architecture.md): the pure algorithms, what every
@@ -76,7 +81,7 @@ $(BUILD)/%.o: src/%.c
 $(GLUE_OBJ): | $(REDISMODULE_H)
 
 $(MODULE): $(CORE_OBJ) $(GLUE_OBJ)
-	$(CC) -shared -Wl,-z,defs -o $@ $^ $(LDLIBS)
+	$(CC) -shared -Wl,-z,defs $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # Unit tests: the pure cores with cmocka, no Redis.
 $(BUILD)/test_%: tests/unit/test_%.c $(CORE_SRC) src/core/*.h
@@ -99,11 +104,16 @@ $(ASAN_DIR)/%.o: src/%.c | $(REDISMODULE_H)
 $(ASAN_MODULE): $(CORE_SRC:src/%.c=$(ASAN_DIR)/%.o) $(GLUE_SRC:src/%.c=$(ASAN_DIR)/%.o)
 	$(CC) -shared $(ASAN_FLAGS) -o $@ $^ $(LDLIBS)
 
+# The module's integration suite: every family, the server layer, the packaging. The clients'
+# suites (tests/integration/client, clients/*) run once, in make test (test-python, ...), not
+# under ASan nor on every server of the matrix.
+MODULE_TESTS := tests/integration --ignore=tests/integration/client
+
 integration-asan: $(ASAN_MODULE)
 	@rm -rf $(ASAN_DIR)/reports
 	MCAPTCHA_MODULE=$(CURDIR)/$(ASAN_MODULE) REDIS_SERVER=$(CURDIR)/scripts/redis-server-sanitized.sh \
 	    SANITIZER_REPORT_DIR=$(CURDIR)/$(ASAN_DIR)/reports \
-	    $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration
+	    $(PYTHON) -m pytest -q -p no:cacheprovider $(MODULE_TESTS)
 	@if ls $(ASAN_DIR)/reports/* >/dev/null 2>&1; then echo "sanitizer reports:"; cat $(ASAN_DIR)/reports/*; exit 1; fi
 	@echo "integration-asan: no sanitizer reports"
 
@@ -114,13 +124,16 @@ SERVER_ENV := $(if $(SERVER),REDIS_SERVER=$(SERVER))
 SERVERS := valkey-8.0 valkey-8.1 valkey-9.1 redis-8.0
 
 integration: $(MODULE)
-	$(SERVER_ENV) MCAPTCHA_MODULE=$(CURDIR)/$(MODULE) $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration
+	$(SERVER_ENV) MCAPTCHA_MODULE=$(CURDIR)/$(MODULE) $(PYTHON) -m pytest -q -p no:cacheprovider $(MODULE_TESTS)
 
 # Everything: unit tests (plain and under valgrind), the fuzz reproducers and
 # seed corpora replayed (every loader invariant), integration tests against the
-# module, then again against the ASan/UBSan build; any failure or report fails.
+# module, then again against the ASan/UBSan build, then every client's suite;
+# any failure or report fails.
+CLIENT_TESTS := test-python
 test: deps-test
-	@$(MAKE) --no-print-directory $(MODULE) mutants-check unit unit-valgrind fuzz-replay integration integration-asan
+	@$(MAKE) --no-print-directory $(MODULE) mutants-check unit unit-valgrind fuzz-replay integration integration-asan \
+	    $(CLIENT_TESTS)
 
 # The stateful model-based tests and the history checkers run bounded in make test;
 # here with MC_SOAK=1 (tests/integration/soak.py): many more examples, longer histories.
@@ -185,7 +198,7 @@ mutants-check:
 commands-md: $(MODULE)
 	$(PYTHON) scripts/commands_md.py
 
-# Rewrite the README's example ACL users from the command table (after adding a command).
+# Rewrite the example ACL users of docs/operations.md from the command table (after adding a command).
 readme-acl: $(MODULE)
 	$(PYTHON) scripts/readme_acl.py
 
@@ -207,7 +220,8 @@ $(FLOOR_MODULE): bench/floor/floor.c src/core/decimal.h | $(REDISMODULE_H)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Isrc -isystem $(dir $(REDISMODULE_H)) -shared $< -o $@
 
-# About 6 minutes on 2 cores; writes bench/results.json and bench/chart.png (see bench/README.md).
+# About 3 minutes on 2 cores (157-184 s of measuring in the last runs), plus installing gnuplot
+# and the Node.js packages on a first run; writes bench/results.json and bench/chart.png (see bench/README.md).
 bench: deps-bench
 	@$(MAKE) --no-print-directory $(MODULE) $(FLOOR_MODULE)
 	FLOOR_MODULE=$(CURDIR)/$(FLOOR_MODULE) $(PYTHON) bench/bench.py
@@ -224,11 +238,21 @@ install: $(MODULE)
 	install -m 0755 $(MODULE) $(DESTDIR)$(MODULEDIR)/$(MODULE_NAME)
 	@echo "Add to redis.conf:  loadmodule $(MODULEDIR)/$(MODULE_NAME)"
 
-# The Debian package (scripts/build-deb.sh, packaging/deb/): the module, a commented
-# loadmodule snippet, the docs; no maintainer scripts. Tested by tests/integration/server/test_deb.py.
-.PHONY: deb
-deb: $(MODULE)
-	@sh scripts/build-deb.sh $(MODULE) $(BUILD)/deb
+# The Debian package, built the Debian way (debian/: debhelper, dpkg-buildflags hardening,
+# an automatic -dbgsym package) by `dpkg-buildpackage -b -us -uc` in a copy of the tree
+# under $(BUILD)/deb/ (scripts/build-deb.sh), so every output lands in $(BUILD)/deb/: the
+# .deb, the -dbgsym .deb, the .buildinfo and the .changes (whose path it prints last).
+# The module, the docs and a commented loadmodule example; no maintainer scripts.
+# Tested by tests/integration/server/test_deb.py; deb-check (CI) also runs lintian.
+.PHONY: deb deb-check deps-deb
+deps-deb:
+	@sh scripts/deps.sh build deb
+deb: deps-deb | $(REDISMODULE_H)
+	@sh scripts/build-deb.sh $(BUILD)/deb $(REDISMODULE_H)
+deb-check: deps-deb
+	@changes=$$($(MAKE) --no-print-directory deb | tail -n 1) && \
+	lintian --fail-on error,warning --display-info --info "$$changes" && \
+	echo "deb-check: lintian reports no error and no warning on $$changes"
 
 clean:
 	rm -rf $(BUILD)/*.o $(BUILD)/*.d $(BUILD)/core $(BUILD)/server $(BUILD)/captcha $(BUILD)/ratelimit \
@@ -236,10 +260,23 @@ clean:
 
 -include $(wildcard $(BUILD)/*.d $(BUILD)/*/*.d $(ASAN_DIR)/*.d $(ASAN_DIR)/*/*.d)
 
+# The Python client (clients/python): mypy --strict on the package (Debian's python3-mypy),
+# then its tests (tests/integration/client: redis-py drop-in locks, the limits storage with
+# Flask-Limiter, Cluster, install without `wheel`) against $(MODULE).
+.PHONY: test-python deps-python
+deps-python:
+	@sh scripts/deps.sh build test python
+test-python: deps-python
+	@$(MAKE) --no-print-directory $(MODULE)
+	cd clients/python && $(PYTHON) -m mypy --strict mcaptcha_cache
+	$(SERVER_ENV) MCAPTCHA_MODULE=$(CURDIR)/$(MODULE) $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration/client
+
 # The Ruby client (clients/ruby, gem mcaptcha_cache): its rspec suite against $(MODULE), on a
 # standalone server and a 3-primary Redis Cluster that the specs start on free ports and kill
 # at the end; the suite also packs the gem offline (gem build). Needs the deps.sh group ruby.
-.PHONY: test-ruby
-test-ruby: $(MODULE)
-	@sh scripts/deps.sh ruby
-	cd clients/ruby && MCAPTCHA_MODULE=$(CURDIR)/$(MODULE) rspec
+.PHONY: test-ruby deps-ruby
+deps-ruby:
+	@sh scripts/deps.sh build ruby
+test-ruby: deps-ruby
+	@$(MAKE) --no-print-directory $(MODULE)
+	cd clients/ruby && $(SERVER_ENV) MCAPTCHA_MODULE=$(CURDIR)/$(MODULE) rspec

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """make bench: throughput, server CPU per call, hand-off latency, memory and scaling of
 mcaptcha_cache.so beside plain Redis commands and the Lua scripts of popular libraries.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The floor and the tax: the sections of `make bench` that compare mcaptcha_cache's commands
 with the module API's own cost (bench/floor/floor.c, loaded beside the module), and a plain
 server with a server that has the module loaded and 1,000 leases held, on unrelated commands.

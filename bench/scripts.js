@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Prints, as JSON, the Lua scripts that the installed npm packages themselves send to Redis.
 // bench.py loads these into the server: nothing here is a copy of the packages' scripts.
 //   redis-gcra        lib/gcra.lua, read from the package's own file

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Scale of a wait queue, for `make bench`: the server CPU of one lock hand-off (release, the
 head waiter's grant, and the released client queueing again at the tail) with 10 clients
 waiting on the key against 10,000. Each waiter is its own connection, blocked in

@@ -1,54 +1,36 @@
 #!/bin/sh
-# build-deb.sh MODULE OUTDIR -- build redis-mcaptcha-cache_<version>_<arch>.deb with dpkg-deb.
-# Stages OUTDIR/root (DEBIAN/control and md5sums, the module, the commented loadmodule
-# snippet, the docs and copyright), then writes OUTDIR/<package>_<version>_<arch>.deb and
-# prints its path. No maintainer scripts: installing never edits /etc/redis/redis.conf.
-# DEB_MAINTAINER overrides the Maintainer field.
+# SPDX-License-Identifier: BSD-3-Clause
+# build-deb.sh OUTDIR REDISMODULE_H -- build the Debian package the Debian way
+# (debian/, debhelper) from a copy of the tree, so that nothing is written into the tree
+# itself: OUTDIR/redis-mcaptcha-cache-<version>/ holds the copy (the files git knows,
+# committed or not, without what .gitignore excludes), with the header at
+# build/include/redismodule.h (Debian ships none); `dpkg-buildpackage -b -us -uc` in it
+# writes the .deb, the -dbgsym .deb, the .buildinfo and the .changes into OUTDIR.
+# Prints the path of the .changes file.
 set -eu
-module=$1
-out=$2
+out=$1
+header=$2
 pkg=redis-mcaptcha-cache
-maint=${DEB_MAINTAINER:-mcaptcha-cache maintainers <maintainers@users.noreply.a-seed-ef7e39f0.example>}
-version=$(sed -n 's/^#define MODULE_VERSION_STRING "\([^"]*\)".*/\1/p' src/module.c)
-[ -n "$version" ] || { echo "build-deb.sh: no MODULE_VERSION_STRING in src/module.c" >&2; exit 1; }
+version=$(dpkg-parsechangelog -l debian/changelog -S Version)
 arch=$(dpkg --print-architecture)
-root=$out/root
-doc=$root/usr/share/doc/$pkg
+src=$out/$pkg-$version
 
-umask 022
-rm -rf "$root"
-install -d "$root/DEBIAN" "$root/usr/lib/redis/modules" "$doc/docs" "$doc/examples"
-# The same bytes `make install` copies (built with -g, not stripped: gdb and core dumps
-# get symbols and line numbers). Redis will not load a module without execute permission.
-install -m 0755 "$module" "$root/usr/lib/redis/modules/mcaptcha_cache.so"
-install -m 0644 packaging/deb/mcaptcha_cache.conf "$doc/examples/mcaptcha_cache.conf"
-install -m 0644 packaging/deb/copyright "$doc/copyright"
-install -m 0644 README.md "$doc/README.md"
-install -m 0644 docs/*.md "$doc/docs/"
-
-size=$(du -sk --exclude=DEBIAN "$root" | cut -f1)
-cat > "$root/DEBIAN/control" <<CONTROL
-Package: $pkg
-Version: $version
-Architecture: $arch
-Maintainer: $maint
-Installed-Size: $size
-Depends: redis-server (>= 5:7.0), libjansson4
-Section: database
-Priority: optional
-Description: mCaptcha cache, rate limiter and lock module for Redis
- mcaptcha_cache is a Redis module: mCaptcha's captcha counters and
- proof-of-work challenges (MCAPTCHA_CACHE.*), GCRA rate limiting (RL.*) and
- fenced locks and semaphores with server-side waiting (LOCK.*).
- .
- Installing the package does not load the module: add the line
- loadmodule /usr/lib/redis/modules/mcaptcha_cache.so
- to /etc/redis/redis.conf (see examples/mcaptcha_cache.conf in
- /usr/share/doc/redis-mcaptcha-cache) and restart redis-server.
-CONTROL
-(cd "$root" && find usr -type f | LC_ALL=C sort | xargs md5sum) > "$root/DEBIAN/md5sums"
-chmod 0644 "$root/DEBIAN/control" "$root/DEBIAN/md5sums"
-
-deb=$out/${pkg}_${version}_${arch}.deb
-dpkg-deb --root-owner-group --build "$root" "$deb" >/dev/null
-echo "$deb"
+mkdir -p "$out"
+rm -rf "$src"
+rm -f "$out/${pkg}_"* "$out/${pkg}-dbgsym_"*
+mkdir -p "$src/build/include"
+if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+    # (a file deleted but not yet committed is skipped)
+    git ls-files -z --cached --others --exclude-standard |
+        tar --null -T - --ignore-failed-read -cf - 2>/dev/null | tar -xf - -C "$src"
+else
+    # not a git checkout (an unpacked tarball): everything but the outputs and server data
+    tar --exclude=./build --exclude=./data --exclude=./.git -cf - . | tar -xf - -C "$src"
+fi
+cp "$header" "$src/build/include/redismodule.h"
+(cd "$src" && dpkg-buildpackage -b -us -uc >../build.log 2>&1) || {
+    tail -40 "$out/build.log" >&2
+    echo "build-deb.sh: dpkg-buildpackage failed (log: $out/build.log)" >&2
+    exit 1
+}
+echo "$out/${pkg}_${version}_${arch}.changes"

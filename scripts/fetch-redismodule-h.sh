@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # fetch-redismodule-h.sh OUT -- put the redismodule.h of the installed redis-server at OUT.
 #
 # Debian ships no header for Redis modules, so this takes it from Debian's `redis`

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # fetch-server.sh NAME -- print the path of a newer server binary for the test
 # matrix, fetching it from Debian into the cache first when it is missing.
 #

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # flake-loop.sh -- the integration suite RUNS times in a row beside BURNERS
 # CPU-burning processes (busy loops), stopping at the first failing run; each
 # run's log goes to $OUT/run-<n>.log and a one-line summary to stdout.

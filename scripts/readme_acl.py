@@ -1,10 +1,11 @@
 #!/usr/bin/python3
-"""scripts/readme_acl.py -- rewrite the README's example ACL lines (the `reader`
-and `writer` users of the "ACLs" section) from the module's command table, as a
+# SPDX-License-Identifier: BSD-3-Clause
+"""scripts/readme_acl.py -- rewrite the example ACL lines of docs/operations.md (the
+`reader` and `writer` users of its "ACLs" section) from the module's command table, as a
 running server reports it: reader gets every read-only public command, writer
 every public command; the internal commands of replication and the AOF are left
 out. Run by `make readme-acl` after adding a command;
-tests/integration/server/test_readme_acl.py fails until the README is updated."""
+tests/integration/server/test_readme_acl.py fails until the doc is updated."""
 import os
 import re
 import sys
@@ -22,9 +23,9 @@ with tempfile.TemporaryDirectory() as d:
         want = acl._expected(acl._module_commands(s.client()))
     finally:
         s.stop()
-path = os.path.join(ROOT, "README.md")
+path = acl.DOC
 text = open(path, encoding="utf-8").read()
 for user, line in want.items():
-    text = re.sub(r"^ACL SETUSER %s .*$" % user, line, text, flags=re.M)
+    text = re.sub(r"^((?:127\.0\.0\.1:6379> )?)ACL SETUSER %s .*$" % user, lambda m: m.group(1) + line, text, flags=re.M)
 open(path, "w", encoding="utf-8").write(text)
 print("\n".join(want.values()))

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # redis-server-sanitized.sh ARGS... -- run redis-server with the ASan/UBSan
 # runtimes preloaded, for a module built with -fsanitize=address,undefined.
 # Reports go to $SANITIZER_REPORT_DIR (one file per process); the suite fails

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """scripts/valkey-compat.py [--check] [VALKEYMODULE_H] -- write
 src/compat/valkey/redismodule.h, the header that lets the unchanged sources
 build against Valkey's own valkeymodule.h (make valkey-header-check).

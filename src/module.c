@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* module.c -- the entry point: RedisModule_OnLoad registers mcaptcha_cache's
  * families (captcha, rate limits, locks) with Redis, and the one INFO callback.
  * Nothing calls back into this file.
@@ -29,8 +30,8 @@
 #include "server/waitq.h"
 
 #define MODULE_NAME "mcaptcha_cache"
-#define MODULE_VERSION_STRING "0.1.0"
-#define MODULE_VERSION 100 /* MMmmpp: 0.1.0 */
+#define MODULE_VERSION_STRING "0.2.0" /* as VERSION (tests/integration/server/test_versions.py) */
+#define MODULE_VERSION 200 /* MMmmpp: 0.2.0 */
 
 static void info_callback(RedisModuleInfoCtx *ctx, int for_crash_report) {
     (void)for_crash_report;

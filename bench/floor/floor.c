@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* floor.c -- the module API's floor: a measurement-only Redis module for `make bench`.
  *
  * Each command does the least any module command must do for the same kind of job

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: BSD-3-Clause
 -- GCRA the way go-redis/redis_rate (v10, Go; its Lua derives from rwz/redis-gcra) does it:
 -- the allowN script in redis_rate's lua.go. redis_rate is a Go module, so no npm package
 -- ships this script: this is a rendering of its published algorithm, written for the bench.

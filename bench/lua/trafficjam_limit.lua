@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: BSD-3-Clause
 -- TrafficJam's regenerating limit (coinbase/traffic_jam v1.2.0, Ruby: TrafficJam::Limit#increment,
 -- scripts/increment.lua). TrafficJam is a Ruby gem, so no npm package ships this script: this is
 -- a rendering of its published algorithm, written for the bench, with the library's Redis calls

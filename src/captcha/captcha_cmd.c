@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* captcha_cmd.c -- the nine MCAPTCHA_CACHE.* commands of the mCaptcha cache
  * protocol (docs/protocol.md, "Commands"), and the three internal
  * commands that replication and the AOF use to carry absolute times.

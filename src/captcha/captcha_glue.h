@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* captcha_glue.h -- what the captcha family's Redis files share: its module
  * types, their names and encoding versions, the keys derived from a captcha
  * name, and the internal commands that carry absolute times to replicas and the

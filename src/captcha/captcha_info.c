@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* captcha_info.c -- COMMAND DOCS / COMMAND INFO metadata of the captcha family (the mCaptcha commands and their internal replication commands): summary, complexity,
  * arity, key specs and arguments. Data only; captcha_cmd.c registers the handlers. */
 #include "captcha/captcha_glue.h"

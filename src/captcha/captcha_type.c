@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* captcha_type.c -- the two module types, `mcaptmcap` (a captcha) and
  * `mcaptchal` (a challenge): RDB save and load, AOF rewrite, digest, memory
  * usage, copy and free; and the text form of a captcha's state that the

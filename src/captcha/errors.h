@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* errors.h -- the error replies of the captcha family.
  *
  * Each starts with an error code (ERR, WRONGTYPE, TRYAGAIN), except the three

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* legacy_type.c -- the original Rust module's auxiliary types, registered only
  * so that an RDB it wrote loads in place (Redis refuses to start on an RDB that
  * holds a module type no loaded module registers).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* module_list.c -- MODULE LIST with mcaptcha_cache first, for libmcaptcha.
  *
  * mCaptcha's client library checks that the cache module is loaded by looking

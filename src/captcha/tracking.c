@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* tracking.c -- tell CLIENT TRACKING and WATCH when a captcha changes.
  *
  * The public captcha commands declare the captcha *name* as their key (that is

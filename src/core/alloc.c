@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* alloc.c -- allocator hooks for the pure cores; see alloc.h. */
 #include <stdlib.h>
 #include "alloc.h"

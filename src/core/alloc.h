@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* alloc.h -- the allocator the pure cores use.
  *
  * The pure C files (bucket.c, captcha.c) never include redismodule.h, so they

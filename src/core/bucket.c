@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* bucket.c -- the leaky-bucket counter: slotted ring with lazy sweeping.
  * See bucket.h for the algorithm, its precision and its memory bound. */
 #include <string.h>

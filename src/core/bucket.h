@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* bucket.h -- an exact, bounded leaky-bucket counter ("sliding window of hits").
  *
  * Every hit adds to the count and is taken off again `window` milliseconds later.

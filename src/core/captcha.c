@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* captcha.c -- captcha config parsing and validation, difficulty selection, and
  * the challenge JSON. See captcha.h for the contracts. */
 #include <jansson.h>
@@ -213,6 +214,7 @@ size_t captcha_mem_usage(const captcha *c) {
            lb_mem_usage(&c->visits);
 }
 
+#define CMSG_DUR_RANGE "invalid challenge: duration must be an integer from 1 to 9223372036854775807 (seconds; above 4294967295 it is kept as 4294967295)"
 #define CMSG_SHAPE "invalid challenge: expected {\"difficulty\":N,\"duration\":N,\"challenge\":\"...\"}"
 
 captcha_err challenge_parse(const char *json, size_t len, challenge *out, const char **str,
@@ -228,20 +230,22 @@ captcha_err challenge_parse(const char *json, size_t len, challenge *out, const 
     json_t *root = parse_json(json, len, json_error, errbuf, errbuf_len, &err);
     if (root == NULL) return err;
     json_t *js = json_object_get(root, "challenge");
-    uint32_t df, dur;
+    uint32_t df;
+    uint64_t dur;
     if (!json_is_object(root) || !json_is_string(js)) {
         err = CMSG_SHAPE;
     } else if (get_u32(root, "difficulty", &df) != 0) {
         err = "invalid challenge: difficulty must be an integer from 0 to 4294967295";
-    } else if (get_u32(root, "duration", &dur) != 0 || dur == 0) {
-        err = "invalid challenge: duration must be an integer from 1 to 4294967295";
+    } else if (get_u64(root, "duration", &dur) != 0 || dur == 0) {
+        err = CMSG_DUR_RANGE;
     } else if (json_string_length(js) > limits.max_challenge_string_bytes) {
         snprintf(errbuf, errbuf_len, "invalid challenge: the challenge string is longer than %zu bytes",
                  limits.max_challenge_string_bytes);
         err = errbuf;
     } else {
         out->difficulty_factor = df;
-        out->duration_s = dur;
+        /* As ADD_CAPTCHA's duration: any u64 the original took, kept as at most u32 seconds. */
+        out->duration_s = dur > CAPTCHA_MAX_DURATION_S ? (uint32_t)CAPTCHA_MAX_DURATION_S : (uint32_t)dur;
         *str = json_string_value(js);
         *str_len = json_string_length(js);
         *holder = root;

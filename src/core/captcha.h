@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* captcha.h -- an mCaptcha captcha: difficulty levels, a duration and a
  * leaky-bucket visitor count; and the one-shot proof-of-work challenge.
  *
@@ -102,7 +103,9 @@ uint32_t captcha_difficulty(const captcha *c, uint64_t count);
 /* Bytes of memory used by c, its levels and its bucket. */
 size_t captcha_mem_usage(const captcha *c);
 
-/* Parse an ADD_CHALLENGE JSON {"difficulty":u32,"duration":u32>=1,"challenge":"…"}.
+/* Parse an ADD_CHALLENGE JSON {"difficulty":u32,"duration":1..2^63-1,"challenge":"…"};
+ * a duration above CAPTCHA_MAX_DURATION_S is kept as CAPTCHA_MAX_DURATION_S (as a
+ * captcha's config duration is).
  * On success fills *out, points *str and *str_len at the challenge string inside
  * *holder (free it with challenge_json_release) and returns NULL. */
 captcha_err challenge_parse(const char *json, size_t len, challenge *out, const char **str,

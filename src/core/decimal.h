@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* decimal.h -- integers formatted on the stack, for RedisModule_Replicate.
  *
  * Every write replicates a command whose arguments are mostly integers (times in

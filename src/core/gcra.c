@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* gcra.c -- GCRA arithmetic with overflow checks; see gcra.h. */
 #include "gcra.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* gcra.h -- the Generic Cell Rate Algorithm (GCRA), as redis-cell's CL.THROTTLE
  * computes it, in integer microseconds.
  *

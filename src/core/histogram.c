@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* histogram.c -- the log-scale duration histogram; see histogram.h. */
 #include "histogram.h"
 

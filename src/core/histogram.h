@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* histogram.h -- a fixed log-scale histogram of durations in milliseconds, for
  * latency percentiles in INFO (lock wait and hold times).
  *

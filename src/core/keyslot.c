@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* keyslot.c -- Redis Cluster hash slot of a key; see keyslot.h. */
 #include "keyslot.h"
 

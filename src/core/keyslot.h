@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* keyslot.h -- Redis Cluster hash slots, computed here because Redis 7.0's
  * module API has no RedisModule_ClusterKeySlot (7.4+).
  *

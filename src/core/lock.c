@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* lock.c -- leased locks, semaphores and fencing tokens; see lock.h. */
 #include <string.h>
 

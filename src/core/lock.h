@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* lock.h -- leased locks and counting semaphores with fencing tokens.
  *
  * A lock has `permits` slots (1: a mutex; N: a semaphore). Each holder has an

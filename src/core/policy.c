@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* policy.c -- checking a stored limit policy's definition (see policy.h):
  * the same ranges as RL.GCRA's and RL.WINDOW's explicit arguments, so that a
  * policy accepted by RL.POLICY_SET, or read back from an RDB, always resolves

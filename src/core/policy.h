@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* policy.h -- a stored limit policy's definition (RL.POLICY_SET) and the one
  * check every way in uses: the command, the RDB aux loader, and the commands
  * that resolve `POLICY name` into explicit numbers.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* acks.c -- LOCK.ACQUIRE ... ACKS numreplicas timeout-ms: a grant answered only
  * once that many replicas have acknowledged it, so that a grant the client saw
  * survives a failover to one of them.

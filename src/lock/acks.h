@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* acks.h -- grants answered once replicas have acknowledged them (LOCK.ACQUIRE
  * ... ACKS numreplicas timeout-ms); see acks.c. */
 #ifndef MC_LOCK_ACKS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* acquire.c -- acquiring, immediately or from the wait queue; see acquire.h. */
 #include "lock/acquire.h"
 

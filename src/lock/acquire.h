@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* acquire.h -- granting a lock, a semaphore permit or a concurrency slot, at
  * once or from the wait queue (WAIT: first come first served, no polling). */
 #ifndef MC_LOCK_ACQUIRE_H

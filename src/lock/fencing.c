@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fencing.c -- the process-wide token floor; see fencing.h. */
 #include "lock/fencing.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fencing.h -- where the lock family's fencing tokens come from.
  *
  * A grant's token is max(the key's last token + 1, fencing_floor(now)). The key's

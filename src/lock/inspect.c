@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* inspect.c -- LOCK.INSPECT: the read-only view of a lock, semaphore, read-write
  * lock or concurrency limit, short (the holders' leases) or FULL (every holder
  * with its mode, lock-delay and hold time, and every waiter in queue order with

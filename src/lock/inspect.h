@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* inspect.h -- LOCK.INSPECT, the lock family's read-only view.
  *
  *   LOCK.INSPECT key         [permits, last fencing token, waiters, [[owner,

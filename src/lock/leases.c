@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* leases.c -- lease timers, replica tracking, locks that arrive or move without
  * a command, and the promotion of a replica; see leases.h.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* leases.h -- leases end on time: one module timer per held lock key, armed for
  * its earliest lease end.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* lock_cmd.c -- leased locks done on the server: the LOCK.* commands.
  *
  *   LOCK.ACQUIRE key owner lease-ms [PERMITS n [TAKE k] | READ | WRITE] [REENTRANT] [SESSION]

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* lock_glue.h -- what the lock family's Redis files share: the module type, its
  * name and encoding versions, and the text form of a lock's state that the
  * internal LOCK.STATE command carries. The algorithm itself is in core/lock.h.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* lock_info.c -- COMMAND DOCS / COMMAND INFO metadata of the lock family (LOCK.*, and RL.CONCURRENCY, built on the locks): summary, complexity,
  * arity, key specs and arguments. Data only; lock_cmd.c registers the handlers. */
 #include "lock/lock_glue.h"

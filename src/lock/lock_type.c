@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* lock_type.c -- the module type `mcap-lock` (a lock or semaphore, lock.h): RDB
  * save and load, AOF rewrite, digest, memory usage, copy and free; and the text
  * form of its state that the internal LOCK.STATE command carries.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* multi.c -- multi-key locks: several exclusive locks acquired all or none in
  * one command, waited for without holding any part, released together.
  *

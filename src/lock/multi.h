@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* multi.h -- multi-key locks (LOCK.ACQUIRE_ALL, LOCK.RELEASE_ALL,
  * LOCK.EXTEND_ALL): several exclusive locks of one hash slot, acquired all or
  * none, waited for without holding any part, released together (multi.c). */

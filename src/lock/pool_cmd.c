@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* pool_cmd.c -- a semaphore pool's size (Redisson's RSemaphore addPermits,
  * drainPermits and availablePermits):
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sessions.c -- release on disconnect; see sessions.h. A disconnecting
  * client's context cannot write, so its locks are released from a timer. */
 #include "lock/sessions.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sessions.h -- SESSION ties a holder to its connection: when the connection
  * closes, its permits are released at once (the lease stays the fallback, e.g.
  * after a failover, where the new primary never sees the disconnect). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* state.c -- committing a lock key's changes; see state.h. */
 #include "lock/state.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* state.h -- a lock key's value changed and made known: the one path by which
  * every lock-family write is committed (stored or deleted, replicated as an
  * exact state, its lease timer re-armed), and the family's INFO counters and

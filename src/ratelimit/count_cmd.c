@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* count_cmd.c -- MCAPTCHA_CACHE.COUNT <counter-name> <leak-rate s>: a bare
  * leaky-bucket counter, from an earlier revision of the original mCaptcha cache
  * module's README ("Every counter has a name and a leak-rate in seconds. If
@@ -11,7 +12,7 @@
  * never the clock-reading command. Unlike the captcha commands, the key is the
  * counter name itself.
  *
- * Rules (README, docs/protocol.md "Where this module extends the original"):
+ * Rules (docs/captcha.md, docs/protocol.md "Where this module extends the original"):
  *   - leak-rate: an integer from 1 to COUNT_MAX_LEAK_S seconds (the window type's
  *     longest window, 2^42 ms, in whole seconds); anything else is a range error;
  *   - a counter exists with another leak-rate (a window of another length, also

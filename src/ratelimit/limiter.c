@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* limiter.c -- one rate-limit request evaluated, and applied when allowed: the
  * part every command of the family (and its wait queue) shares.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* policy.c -- stored limit policies: named GCRA or WINDOW definitions kept once
  * per node, so that RL.GCRA / RL.WINDOW (and their _PEEK forms) can say
  * `POLICY name` instead of the numbers, and a limit changes in one place.

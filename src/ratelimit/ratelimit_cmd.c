@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ratelimit_cmd.c -- rate limits checked atomically on the server.
  *
  *   CL.THROTTLE  redis-cell compatible GCRA (seconds, 5-integer reply)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ratelimit_glue.h -- the rate-limit family's values and what its glue files share.
  *
  * Two module types:

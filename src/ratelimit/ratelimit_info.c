@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ratelimit_info.c -- COMMAND DOCS / COMMAND INFO metadata of the rate-limit family (CL.THROTTLE, RL.*,
  * MCAPTCHA_CACHE.COUNT, RL.POLICY_*): summary, complexity, arity, key specs and arguments. Data only;
  * ratelimit_cmd.c, count_cmd.c and policy.c register the handlers. */

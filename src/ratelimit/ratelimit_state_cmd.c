@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ratelimit_state_cmd.c -- the rate-limit family's internal commands: what
  * replication and the AOF carry instead of the clock-reading commands, each
  * naming an exact state or an exact time.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ratelimit_type.c -- the rate limiters' module types, `mcap-gcra` and
  * `mcap-wndw` (see ratelimit_glue.h): RDB save and load, AOF rewrite, digest,
  * memory usage, copy and free.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* args.c -- shared argument parsing; see args.h. */
 #include "server/args.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* args.h -- argument parsing shared by the command files: exact, bounded, and
  * replying with an error that names the argument and its range. */
 #ifndef MC_ARGS_H

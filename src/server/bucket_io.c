@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* bucket_io.c -- how a leaky-bucket counter (bucket.h) is persisted: in RDB,
  * in a digest, and as command arguments (AOF rewrite and replication). Shared
  * by every type built on the counter (captchas, sliding windows).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* bucket_io.h -- persistence of a leaky-bucket counter for the module types
  * built on it: RDB, digest, and command arguments. See bucket_io.c. */
 #ifndef MC_BUCKET_IO_H

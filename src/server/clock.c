@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* clock.c -- the module's clock; see clock.h. */
 #include "server/clock.h"
 

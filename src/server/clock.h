@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* clock.h -- the module's one clock: Unix time read from the server.
  *
  * Read it once per command and pass `now` down; store absolute times. Uses

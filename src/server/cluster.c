@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* cluster.c -- the hash slots this node's shard serves; see cluster.h.
  *
  * CLUSTER SLOTS is only ever called from a command's context: called through

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* cluster.h -- this node's view of Redis Cluster: whether cluster mode is on and
  * which hash slots its shard serves (the slot of a key: core/keyslot.h). */
 #ifndef MC_CLUSTER_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* commands.c -- registers a family's commands with their metadata and ACL
  * categories; see commands.h. */
 #include "server/commands.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* commands.h -- registering a family's commands: handler, flags, legacy key
  * range, COMMAND DOCS / COMMAND INFO metadata (summary, complexity, arity, key
  * specs, arguments; RedisModule_SetCommandInfo, 7.0+) and, where the server has

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* config.c -- the module configs; see config.h. */
 #include "server/config.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* config.h -- the module's configs: `CONFIG GET/SET mcaptcha_cache.<name>`, a
  * `mcaptcha_cache.<name> <value>` line in redis.conf (or MODULE LOADEX ... CONFIG),
  * and `loadmodule mcaptcha_cache.so <name> <value> ...` arguments (the name in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* errors.h -- error replies every family may use. A family's own errors live in
  * its folder (captcha/errors.h: the ones the mCaptcha protocol fixes). There is
  * no bare "syntax error": an unknown option or a missing value is named

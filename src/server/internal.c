@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* internal.c -- who may call the internal commands; see internal.h. */
 #include "server/internal.h"
 

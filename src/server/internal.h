@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* internal.h -- who may call the internal commands.
  *
  * The internal commands (LOCK.STATE, RL.GCRA_SET, RL.WINDOW_HIT, RL.WINDOW_SET,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* keys.c -- typed key opening and key ids; see keys.h. */
 #include "server/keys.h"
 

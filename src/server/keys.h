@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* keys.h -- opening keys of the module's types, and the binary-safe "<db>:<key>"
  * ids under which the module's own in-memory dicts (wait queues, lease timers)
  * find a key. */

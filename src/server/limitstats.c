@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* limitstats.c -- the limiter decision counters; see limitstats.h. */
 #include "server/limitstats.h"
 

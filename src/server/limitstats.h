@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* limitstats.h -- allowed/refused counters of every limiter command, whichever
  * family runs it (RL.CONCURRENCY is built on the lock family), shown in INFO's
  * `ratelimit` section as <command>_allowed and <command>_refused. */

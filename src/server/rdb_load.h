@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* rdb_load.h -- the checked read every rdb_load callback uses.
  *
  * The module sets REDISMODULE_OPTIONS_HANDLE_IO_ERRORS, so a short or mistyped

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* replargs.c -- shared small integers for replicated commands; see replargs.h. */
 #include "server/replargs.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* replargs.h -- integer arguments of a replicated command, with as few server
  * allocations as the module API allows.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* waitq.c -- FIFO wait queues per key, served by module timers; see waitq.h.
  *
  * Each waiter keeps its absolute deadline. A queue keeps retry_at (when its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* waitq.h -- clients waiting on a key, without polling, first come first served.
  *
  * A command that cannot be served yet blocks its client (RedisModule_BlockClient,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fuzz_bucket_ops.c -- the leaky bucket (src/core/bucket.c) driven by a sequence of
  * operations read from the input, checked after every step against the
  * documented invariants and against an exact reference model.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fuzz_captcha_config.c -- captcha_parse_config (ADD_CAPTCHA's JSON) on
  * arbitrary bytes; on success check the config's invariants and exercise
  * captcha_difficulty, captcha_dup, captcha_mem_usage and captcha_free. */

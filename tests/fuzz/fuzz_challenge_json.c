@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fuzz_challenge_json.c -- challenge_parse (ADD_CHALLENGE's JSON) and
  * challenge_json_release; and the encver-0 legacy parsers captcha_parse_legacy
  * and challenge_parse_legacy on the same bytes. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fuzz_cmd_args.c -- captcha_from_args, the parser of the internal
  * MCAPTCHA_CACHE.CAPTCHA_SET command's arguments (AOF and replication), on an
  * argv made by splitting the input on spaces (so seeds read like the command:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fuzz_policy_aux.c -- the stored policies' RDB aux loader (src/ratelimit/policy.c,
  * PolicyAuxLoad) fed through fuzz_stubs.h's in-memory RedisModule_Load* (varints,
  * length-prefixed buffers, HANDLE_IO_ERRORS semantics), with a small sorted-array

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fuzz_rdb_load.c -- the RDB loaders of the module types, fed through an
  * in-memory stand-in for RedisModule_Load* (see fuzz_stubs.h for the stream
  * format: LEB128 varints and length-prefixed buffers).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fuzz_stubs.h -- an in-memory stand-in for the parts of the Redis module API
  * that the type callbacks (src/captcha/captcha_type.c, src/captcha/legacy_type.c,
  * src/ratelimit/ratelimit_type.c, src/lock/lock_type.c) call. The lock type's

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Regenerates the seed corpora under tests/fuzz/corpus/ (committed; run by hand)."""
 import json, os, struct
 
@@ -103,6 +104,8 @@ put("rdb_load", "captcha_v1_empty", b0(0, 1) + b"\x00" + varint(1) + varint(1) +
 put("rdb_load", "captcha_v1_truncated", b0(0, 1) + b"\x00" + cap[:-3])
 put("rdb_load", "captcha_v1_slot_after_clock", b0(0, 1) + b"\x00" + varint(30) + varint(1) + varint(1) + varint(1)
     + varint(last) + varint(1) + varint(s_last + 1) + varint(1))
+# a slot count of 2^32 + 4: refused, never truncated to 4 (issue #28)
+put("rdb_load", "captcha_v1_count_over_32_bits", b0(0, 1) + b"\x00" + cap[:-1] + varint((1 << 32) + 4))
 legacy_cap = json.dumps({"m": {"visitor_threshold": 3, "defense": {"levels": lv([(50, 50), (500, 500)]),
                          "current_visitor_threshold": 0}, "duration": 30}})
 put("rdb_load", "captcha_v0_legacy_json", b0(0, 0) + b"\x05" + sbuf(legacy_cap))

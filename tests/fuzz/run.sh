@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # tests/fuzz/run.sh [SECONDS] -- build every libFuzzer target into build/fuzz/,
 # then run each one, one at a time, for SECONDS seconds (default 60) on a
 # scratch copy of its seed corpus (build/fuzz/work/<name>/).

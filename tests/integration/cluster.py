@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """A small Redis Cluster harness for the mcaptcha-cache integration tests.
 
 ``Cluster`` starts 3 primaries + 3 replicas (``redis-server`` on 127.0.0.1,

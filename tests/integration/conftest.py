@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """pytest fixtures for the mcaptcha-cache integration tests.
 
 The module is read from $MCAPTCHA_MODULE, default <repo root>/build/mcaptcha_cache.so.

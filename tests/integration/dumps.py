@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """DUMP payload helpers shared by the durability tests: Redis' CRC-64 and
 re-packing a (mutated) payload body so that RESTORE checks it for real."""
 

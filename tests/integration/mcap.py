@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """mcaptcha-cache specific helpers shared by the test files."""
 
 import json

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """A plain RESP2 connection for the model-based tests: replies parsed exactly,
 errors kept with their code (or none, for the protocol's bare errors) as
 Err(text), bulk strings as bytes; and a command bracketed by the server's TIME."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """A small, generic harness for real ``redis-server`` processes.
 
 Nothing here knows about mcaptcha-cache: it starts servers on 127.0.0.1 with

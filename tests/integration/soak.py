@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """How hard the model-based tests and history checkers work.
 
 `make test` runs them bounded (a few dozen examples each, well under a minute per

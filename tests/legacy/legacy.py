@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Helpers for the legacy-upgrade tests and for tests/fixtures/rdb/make_fixtures.py:
 build the TEST-ONLY legacy_writer module, and the exact payloads the original
 mCaptcha cache module (Rust) wrote (docs/protocol.md, "Original key layout and

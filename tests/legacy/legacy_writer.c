@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* legacy_writer.c -- a TEST-ONLY Redis module that writes RDB files laid out
  * like the original mCaptcha cache module's (Rust, v0.1.x), so that the
  * in-place upgrade to mcaptcha_cache can be tested. It is never shipped and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """A small, independent reader of Redis RDB files, for tests only.
 
 It reads what the mcaptcha tests put in an RDB: plain string values and module

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # tests/mutants/run.sh [PATCH...] -- hand-written mutation testing (make mutants).
 #
 # Each tests/mutants/NN-name.patch is one small, deliberate bug in src/ (a

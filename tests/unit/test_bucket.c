@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_bucket.c -- unit tests of the leaky-bucket counter (src/core/bucket.c), with
  * an injected clock: the exact edges (a hit still counts at D, is gone at
  * D + D/256), long idle gaps, a backwards clock, counts near the limit, and a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_captcha.c -- unit tests of core/captcha.c: config validation, the
  * difficulty rule, challenge JSON, the original module's JSON. */
 #include <setjmp.h>
@@ -157,10 +158,19 @@ static void test_challenge_parse(void **state) {
     const char *bad[] = {
         "x", "[]", "{\"difficulty\":50,\"duration\":30}", "{\"difficulty\":50,\"duration\":0,\"challenge\":\"a\"}",
         "{\"difficulty\":-1,\"duration\":3,\"challenge\":\"a\"}", "{\"difficulty\":1,\"duration\":3,\"challenge\":5}",
-        "{\"difficulty\":1,\"duration\":4294967296,\"challenge\":\"a\"}",
+        "{\"difficulty\":1,\"duration\":9223372036854775808,\"challenge\":\"a\"}",
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         assert_non_null(challenge_parse(bad[i], strlen(bad[i]), &ch, &s, &sl, &holder, &je, eb, sizeof(eb)));
+    /* Above u32 seconds, up to 2^63 - 1: kept as 4294967295 s (as a captcha's duration). */
+    const char *longer[] = {"{\"difficulty\":1,\"duration\":4294967295,\"challenge\":\"a\"}",
+                            "{\"difficulty\":1,\"duration\":4294967296,\"challenge\":\"a\"}",
+                            "{\"difficulty\":1,\"duration\":9223372036854775807,\"challenge\":\"a\"}"};
+    for (size_t i = 0; i < sizeof(longer) / sizeof(longer[0]); i++) {
+        assert_null(challenge_parse(longer[i], strlen(longer[i]), &ch, &s, &sl, &holder, &je, eb, sizeof(eb)));
+        assert_int_equal(ch.duration_s, 4294967295u);
+        challenge_json_release(holder);
+    }
 }
 
 /* The limits are settable (the module's configs): smaller ones refuse what the

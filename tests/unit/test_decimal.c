@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_decimal.c -- unit tests of core/decimal.h: mc_dec_of writes exactly what
  * "%lld" writes, for the edges of every digit count, the extremes and a sweep. */
 #include <limits.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_gcra.c -- unit tests of the GCRA core (src/core/gcra.c) against redis-cell's
  * documented behaviour, with an injected clock; and of lb_fits_at, the
  * sliding window's "when does it fit" (src/core/bucket.c). */

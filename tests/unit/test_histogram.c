@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_histogram.c -- unit tests of core/histogram.c: the sqrt(2) bucket
  * boundaries, recording, percentiles (never below the true value, at most
  * sqrt(2) above it, capped at the maximum) and the reset. */

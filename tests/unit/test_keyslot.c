@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_keyslot.c -- unit tests of core/keyslot.c: CRC16-XMODEM and the hash
  * slots (hash tags included) that the Redis Cluster specification lists. */
 #include <setjmp.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_lock.c -- unit tests of the lock core (src/core/lock.c): grants, leases,
  * reentrancy, semaphores, fencing tokens, lock-delays, restore checks and the
  * semaphore pool's adjustment (add, drain, available). */

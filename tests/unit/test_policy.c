@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_policy.c -- unit tests of the stored-policy check (src/core/policy.c):
  * every range edge of a GCRA and a WINDOW definition, and that a GCRA policy's
  * parameters are exactly those RL.GCRA derives from the same explicit numbers. */

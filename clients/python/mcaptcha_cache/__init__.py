@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Python client for the mcaptcha-cache Redis module, on redis-py (sync and asyncio).
 
 ::
@@ -21,11 +22,16 @@ Units: the lock and rate-limit classes take **milliseconds** (``*_ms``), the cap
 :mod:`mcaptcha_cache.errors`. The asyncio classes are in :mod:`mcaptcha_cache.asyncio` (also
 exported here as ``AsyncLock``, ``AsyncReadWriteLock``, ``AsyncSemaphore``, ``AsyncRateLimiter``,
 ``AsyncSlidingWindowLimiter``, ``AsyncCaptcha``).
+
+Drop-ins for other libraries' APIs are in :mod:`mcaptcha_cache.compat` (not imported here):
+``compat.redis_py.Lock`` / ``compat.redis_py_asyncio.Lock`` for redis-py's
+``r.lock(..., lock_class=...)``, and ``compat.limits`` (a storage for ``limits``,
+Flask-Limiter and SlowAPI: ``mcaptcha+redis://host:port``).
 """
 
 from ._common import Challenge, Decision, Holder, LockInfo
 from .captcha import Captcha
-from .errors import (CaptchaError, CaptchaExists, CaptchaNotFound, ChallengeExists,
+from .errors import (CaptchaError, ClusterPolicyError, CaptchaExists, CaptchaNotFound, ChallengeExists,
                      ChallengeNotFound, CrossSlot, InvalidArgument, InvalidCaptchaConfig,
                      LockError, LockLost, LockNotAcquired, LockNotOwned, McaptchaCacheError,
                      PermitsMismatch, RateLimited, RateLimitError, ServerError, WrongType)
@@ -40,7 +46,7 @@ from .asyncio import ReadWriteLock as AsyncReadWriteLock
 from .asyncio import Semaphore as AsyncSemaphore
 from .asyncio import SlidingWindowLimiter as AsyncSlidingWindowLimiter
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "Lock", "MultiLock", "ReadWriteLock", "Semaphore", "RateLimiter", "SlidingWindowLimiter", "Captcha",
@@ -50,7 +56,7 @@ __all__ = [
     "Decision", "LockInfo", "Holder", "Challenge",
     "McaptchaCacheError", "ServerError", "InvalidArgument", "WrongType", "CrossSlot",
     "LockError", "LockNotOwned", "LockLost", "LockNotAcquired", "PermitsMismatch",
-    "RateLimitError", "RateLimited",
+    "RateLimitError", "RateLimited", "ClusterPolicyError",
     "CaptchaError", "CaptchaNotFound", "CaptchaExists", "ChallengeNotFound", "ChallengeExists",
     "InvalidCaptchaConfig",
 ]

@@ -1,10 +1,13 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """What the sync and asyncio classes share: reply types, reply parsing, argument checks and
 the WAIT budget (no I/O here)."""
+
+from __future__ import annotations
 
 import json
 import time
 from dataclasses import dataclass
-from typing import List, Optional, Tuple
+from typing import Any, Iterable, List, Optional, Tuple, Union
 
 # Largest WAIT the module accepts (ms): "ERR WAIT must be an integer from 0 to 1099511627776".
 MAX_WAIT_MS = 1099511627776
@@ -29,11 +32,11 @@ class Decision:
     retry_after_ms: int
     reset_after_ms: int
 
-    def __bool__(self):
+    def __bool__(self) -> bool:
         return self.allowed
 
     @classmethod
-    def from_reply(cls, reply):
+    def from_reply(cls, reply: Any) -> "Decision":
         a, rem, retry, reset = (int(x) for x in reply[:4])
         return cls(bool(a), rem, retry, reset)
 
@@ -51,7 +54,7 @@ class Holder:
     count: int
 
     @property
-    def lock_delay(self):
+    def lock_delay(self) -> bool:
         """True for a lock-delay entry (count 0): nobody holds it."""
         return self.count == 0
 
@@ -71,7 +74,7 @@ class LockInfo:
     size: Optional[int] = None
 
     @classmethod
-    def from_reply(cls, reply):
+    def from_reply(cls, reply: Any) -> Optional["LockInfo"]:
         if reply is None:
             return None
         permits, last, waiters, holders = reply[0], reply[1], reply[2], reply[3]
@@ -88,13 +91,13 @@ class Challenge:
     duration_s: int
 
 
-def to_str(x):
+def to_str(x: Any) -> str:
     if isinstance(x, bytes):
         return x.decode("utf-8", "surrogateescape")
     return str(x)
 
 
-def check_ms(name, value, minimum=1, allow_none=False):
+def check_ms(name: str, value: Any, minimum: int = 1, allow_none: bool = False) -> Any:
     if value is None and allow_none:
         return None
     if isinstance(value, bool) or not isinstance(value, int):
@@ -104,7 +107,7 @@ def check_ms(name, value, minimum=1, allow_none=False):
     return value
 
 
-def check_wait_ms(wait_ms):
+def check_wait_ms(wait_ms: Any) -> Optional[int]:
     if wait_ms is None:
         return None
     if isinstance(wait_ms, bool) or not isinstance(wait_ms, int):
@@ -114,7 +117,7 @@ def check_wait_ms(wait_ms):
     return wait_ms
 
 
-def round_cap_ms(client):
+def round_cap_ms(client: Any) -> Optional[int]:
     """Longest WAIT one round may ask for without the client's socket timeout firing first
     (the reply to a WAIT comes at its end). None when the client has no socket timeout."""
     try:
@@ -135,12 +138,12 @@ class WaitBudget:
     enough to be answered before the socket timeout. A round is one blocked command: the
     server queues it and answers when it is served or when the round ends; nothing polls."""
 
-    def __init__(self, wait_ms, cap_ms):
+    def __init__(self, wait_ms: Optional[int], cap_ms: Optional[int]) -> None:
         self.wait_ms = wait_ms
         self.cap = cap_ms
-        self.deadline = None if wait_ms is None else time.monotonic() + wait_ms / 1000.0
+        self.deadline: Optional[float] = None if wait_ms is None else time.monotonic() + wait_ms / 1000.0
 
-    def next_round_ms(self):
+    def next_round_ms(self) -> int:
         """The WAIT of the next round (0: answer at once)."""
         if self.deadline is None:
             left = UNBOUNDED_ROUND_MS
@@ -152,22 +155,22 @@ class WaitBudget:
             left = min(left, self.cap)
         return max(0, min(left, MAX_WAIT_MS))
 
-    def expired(self):
+    def expired(self) -> bool:
         if self.wait_ms == 0:
             return True
         return self.deadline is not None and time.monotonic() >= self.deadline
 
 
-def wait_args(ms):
+def wait_args(ms: int) -> Tuple[Any, ...]:
     return ("WAIT", ms) if ms > 0 else ()
 
 
-def parse_grant(reply):
+def parse_grant(reply: Any) -> Tuple[bool, int, int]:
     """LOCK.ACQUIRE reply -> (granted, token, ms)."""
     return bool(int(reply[0])), int(reply[1]), int(reply[2])
 
 
-def captcha_config_json(levels, duration_s):
+def captcha_config_json(levels: Iterable[Any], duration_s: int) -> str:
     """The ADD_CAPTCHA JSON from [(visitor_threshold, difficulty_factor), ...] (or dicts with
     those keys) and a duration in seconds."""
     if isinstance(duration_s, bool) or not isinstance(duration_s, int):
@@ -182,23 +185,23 @@ def captcha_config_json(levels, duration_s):
     return json.dumps({"levels": out, "duration": duration_s}, separators=(",", ":"))
 
 
-def challenge_json(challenge, difficulty, duration_s):
+def challenge_json(challenge: Union[str, bytes], difficulty: int, duration_s: int) -> str:
     return json.dumps({"difficulty": int(difficulty), "duration": int(duration_s),
                        "challenge": to_str(challenge)}, separators=(",", ":"))
 
 
-def parse_visit(reply) -> Tuple[int, int]:
+def parse_visit(reply: Any) -> Tuple[int, int]:
     """ADD_VISITOR reply -> (difficulty_factor, duration_s)."""
     d = json.loads(to_str(reply))
     return int(d["difficulty_factor"]), int(d["duration"])
 
 
-def parse_challenge(reply) -> Challenge:
+def parse_challenge(reply: Any) -> Challenge:
     d = json.loads(to_str(reply))
     return Challenge(int(d["difficulty_factor"]), int(d["duration"]))
 
 
-def default_renew_ms(lease_ms, renew_every_ms: Optional[int]):
+def default_renew_ms(lease_ms: int, renew_every_ms: Optional[int]) -> int:
     if renew_every_ms is None:
         return max(1, lease_ms // 3)
     check_ms("renew_every_ms", renew_every_ms)
@@ -208,5 +211,5 @@ def default_renew_ms(lease_ms, renew_every_ms: Optional[int]):
     return renew_every_ms
 
 
-def is_cluster(client):
+def is_cluster(client: Any) -> bool:
     return hasattr(client, "nodes_manager")

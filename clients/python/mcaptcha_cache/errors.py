@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Typed exceptions, mapped from the module's error replies.
 
 Every exception of this package derives from :class:`McaptchaCacheError`, itself a
@@ -12,25 +13,33 @@ Hierarchy::
     │   ├── InvalidArgument (+ ValueError)      range errors, unknown options, bad owner, cost too large
     │   ├── WrongType                           WRONGTYPE: the key holds another type
     │   └── CrossSlot                           CROSSSLOT: keys of one command in different slots
-    ├── LockError
-    │   ├── LockNotOwned                        this owner does not hold the lock
+    ├── LockError (+ redis.exceptions.LockError)
+    │   ├── LockNotOwned (+ redis.exceptions.LockNotOwnedError)  this owner does not hold the lock
     │   │   └── LockLost                        it did, and lost it (lease ended, key deleted, ...)
     │   ├── LockNotAcquired (+ TimeoutError)    ``with lock:`` could not get it within wait_ms
     │   └── PermitsMismatch (+ ServerError)     PERMITS differs from the held semaphore's size
     ├── RateLimitError
-    │   └── RateLimited                         refused by a limiter (``.decision``)
+    │   ├── RateLimited                         refused by a limiter (``.decision``)
+    │   └── ClusterPolicyError                  a policy helper failed on some primaries of a Cluster
     └── CaptchaError
         ├── CaptchaNotFound, CaptchaExists      (+ ServerError)
         ├── ChallengeNotFound, ChallengeExists  (+ ServerError)
         └── InvalidCaptchaConfig                (+ InvalidArgument) invalid JSON, config or challenge
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Dict, Optional, Type
+
 import redis.exceptions
+
+if TYPE_CHECKING:
+    from ._common import Decision
 
 __all__ = [
     "McaptchaCacheError", "ServerError", "InvalidArgument", "WrongType", "CrossSlot",
     "LockError", "LockNotOwned", "LockLost", "LockNotAcquired", "PermitsMismatch",
-    "RateLimitError", "RateLimited",
+    "RateLimitError", "RateLimited", "ClusterPolicyError",
     "CaptchaError", "CaptchaNotFound", "CaptchaExists", "ChallengeNotFound", "ChallengeExists",
     "InvalidCaptchaConfig", "map_error",
 ]
@@ -44,7 +53,7 @@ class ServerError(McaptchaCacheError, redis.exceptions.ResponseError):
     """An error reply of the server. ``reply`` is its message (without redis-py's stripped
     ``ERR `` code)."""
 
-    def __init__(self, message="", reply=None):
+    def __init__(self, message: str = "", reply: Optional[str] = None) -> None:
         super().__init__(message)
         self.reply = message if reply is None else reply
 
@@ -64,15 +73,16 @@ class CrossSlot(ServerError):
 
 
 # ------------------------------------------------------------------------ locks
-class LockError(McaptchaCacheError):
-    """Base class of the lock and semaphore errors."""
+class LockError(McaptchaCacheError, redis.exceptions.LockError):
+    """Base class of the lock and semaphore errors; also a ``redis.exceptions.LockError``, so
+    ``except redis.exceptions.LockError`` clauses written for redis-py's locks catch it."""
 
 
-class LockNotOwned(LockError):
+class LockNotOwned(LockError, redis.exceptions.LockNotOwnedError):
     """The lock (or permit) is not held by this owner: ``release()``/``extend()`` of a lock this
     instance never acquired, already released, or that the server says it does not hold."""
 
-    def __init__(self, message="", reply=None):
+    def __init__(self, message: str = "", reply: Optional[str] = None) -> None:
         super().__init__(message)
         self.reply = reply
 
@@ -80,8 +90,8 @@ class LockNotOwned(LockError):
 class LockLost(LockNotOwned):
     """A lock this instance held is no longer held: its lease ended, the key was deleted or
     overwritten, its session connection closed, or renewals failed until the lease ran out.
-    Raised by ``release()`` and ``extend()`` (and so by leaving a ``with`` block) once the loss
-    is known; ``lock.lost`` is then True."""
+    Raised by ``release()`` and ``extend()`` (and so by leaving a ``with`` block whose body did
+    not raise) once the loss is known; ``lock.lost`` is then True."""
 
 
 class LockNotAcquired(LockError, TimeoutError):
@@ -104,7 +114,7 @@ class RateLimited(RateLimitError):
     ``decision`` is the refused :class:`~mcaptcha_cache.Decision`; ``retry_after_ms`` its
     retry hint (milliseconds; -1 when the cost can never fit); ``key`` the limiter's key."""
 
-    def __init__(self, decision, key=None):
+    def __init__(self, decision: "Decision", key: Any = None) -> None:
         self.decision = decision
         self.key = key
         self.retry_after_ms = decision.retry_after_ms
@@ -113,6 +123,21 @@ class RateLimited(RateLimitError):
         else:
             msg = "rate limited (%s): retry after %d ms" % (key, decision.retry_after_ms)
         super().__init__(msg)
+
+
+class ClusterPolicyError(RateLimitError):
+    """A stored-policy helper (``set_gcra_policy``, ``get_policy``, ...) on a Redis Cluster,
+    which applies it to every primary, did not get the same answer from all of them.
+
+    ``failures``: ``{"host:port": exception}`` of the primaries where the command failed;
+    ``results``: ``{"host:port": reply}`` of those where it succeeded (for ``get_policy``,
+    primaries that disagree are all listed here and ``failures`` is empty)."""
+
+    def __init__(self, message: str, failures: "Dict[str, BaseException]",
+                 results: "Dict[str, Any]") -> None:
+        super().__init__(message)
+        self.failures = failures
+        self.results = results
 
 
 # ----------------------------------------------------------------------- captchas
@@ -173,7 +198,7 @@ _CONTAINS = (
 )
 
 
-def map_error(exc):
+def map_error(exc: BaseException) -> BaseException:
     """The typed exception for a ``redis.exceptions.ResponseError`` from the module (returns
     ``exc`` itself when it is already one of ours or is not a ResponseError)."""
     if isinstance(exc, McaptchaCacheError) or not isinstance(exc, redis.exceptions.ResponseError):
@@ -181,7 +206,7 @@ def map_error(exc):
     msg = str(exc)
     if msg.startswith("ERR "):
         msg = msg[4:]
-    cls = _EXACT.get(msg)
+    cls: Optional[Type[Any]] = _EXACT.get(msg)
     if cls is None:
         for prefix, c in _PREFIXES:
             if msg.startswith(prefix):

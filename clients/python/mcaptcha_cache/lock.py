@@ -1,33 +1,52 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Leased locks and semaphores on ``LOCK.ACQUIRE`` / ``LOCK.RELEASE`` / ``LOCK.EXTEND`` /
 ``LOCK.INSPECT`` (sync; the asyncio classes are in :mod:`mcaptcha_cache.asyncio`).
 
 All times are **milliseconds**.
 """
 
+from __future__ import annotations
+
 import logging
 import threading
 import time
 import uuid
+from types import TracebackType
+from typing import Any, Callable, Iterable, List, Optional, Type, Union, cast
 
 import redis.exceptions
+from redis.crc import key_slot
 
 from ._common import (LockInfo, WaitBudget, check_ms, check_wait_ms, default_renew_ms, is_cluster,
                       parse_grant, round_cap_ms, to_str, wait_args)
-from .errors import LockError, LockLost, LockNotAcquired, LockNotOwned, WrongType, map_error
+from .errors import CrossSlot, LockError, LockLost, LockNotAcquired, LockNotOwned, WrongType, map_error
 
 __all__ = ["Lock", "MultiLock", "ReadWriteLock", "Semaphore"]
 
 log = logging.getLogger("mcaptcha_cache")
 
-_UNSET = object()
+class _Unset:
+    """The default of ``acquire(wait_ms=...)``: the instance's ``wait_ms``."""
+
+    def __repr__(self) -> str:
+        return "<the lock's wait_ms>"
+
+
+_UNSET: Any = _Unset()
+
+KeyT = Union[str, bytes]
+# on_lost(lock): called once when a held lock is found lost (a coroutine function for asyncio)
+OnLost = Callable[[Any], Any]
 
 
 class _LockBase:
     """State, arguments and queries shared by the sync and asyncio locks."""
 
-    def __init__(self, client, name, lease_ms, wait_ms=None, session=False, *, auto_renew=True,
-                 renew_every_ms=None, on_lost=None, owner=None, lock_delay_ms=None, _permits=None,
-                 _mode=None, _take=1):
+    def __init__(self, client: Any, name: KeyT, lease_ms: int, wait_ms: Optional[int] = None, session: bool = False, *,
+                 auto_renew: bool = True, renew_every_ms: Optional[int] = None,
+                 on_lost: Optional[OnLost] = None, owner: Optional[KeyT] = None,
+                 lock_delay_ms: Optional[int] = None, _permits: Optional[int] = None,
+                 _mode: Optional[str] = None, _take: int = 1) -> None:
         self.client = client
         self.name = name
         self.lease_ms = check_ms("lease_ms", lease_ms)
@@ -35,50 +54,50 @@ class _LockBase:
         self.wait_ms = check_wait_ms(wait_ms)
         self.session = bool(session)
         self.auto_renew = bool(auto_renew)
-        self.renew_every_ms = (default_renew_ms(self.lease_ms, renew_every_ms) if auto_renew
+        self.renew_every_ms: Optional[int] = (default_renew_ms(self.lease_ms, renew_every_ms) if auto_renew
                                else None)
         self.on_lost = on_lost
         self.owner = to_str(owner) if owner is not None else uuid.uuid4().hex
-        self.token = None
+        self.token: Optional[int] = None
         self._permits = _permits  # None: a mutex (no PERMITS argument)
         self._mode = _mode        # None, "READ" or "WRITE" (a ReadWriteLock's holds)
         self._take = _take        # permits one acquisition takes (a Semaphore's take)
         self._held = False
         self._lost = False
-        self._lost_reason = None
+        self._lost_reason: Optional[str] = None
         self._state = threading.Lock()
-        self._stop = None
-        self._session_client = None
+        self._stop: Any = None
+        self._session_client: Any = None
         self._lease_deadline = 0.0
 
     # ------------------------------------------------------------------ state
     @property
-    def held(self):
+    def held(self) -> bool:
         """True from a grant until ``release()``, or until the lock is found lost."""
         return self._held
 
     @property
-    def lost(self):
+    def lost(self) -> bool:
         """True once a lock this instance held was found lost (until the next acquire)."""
         return self._lost
 
     @property
-    def lost_reason(self):
+    def lost_reason(self) -> Optional[str]:
         """Why the lock was found lost (str), or None."""
         return self._lost_reason
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "<%s %r owner=%s held=%s lost=%s token=%s>" % (
             type(self).__name__, self.name, self.owner, self._held, self._lost, self.token)
 
     @property
-    def permits(self):
+    def permits(self) -> int:
         """The semaphore's size (1 for a lock)."""
         return 1 if self._permits is None else self._permits
 
     # --------------------------------------------------------------- acquire
-    def _acquire_args(self, wait):
-        args = ["LOCK.ACQUIRE", self.name, self.owner, self.lease_ms]
+    def _acquire_args(self, wait: int) -> List[Any]:
+        args: List[Any] = ["LOCK.ACQUIRE", self.name, self.owner, self.lease_ms]
         if self._permits is not None:
             args += ["PERMITS", self._permits]
             if self._take > 1:
@@ -93,13 +112,13 @@ class _LockBase:
         return args
 
     # The release and renewal commands (MultiLock's are the LOCK.*_ALL ones).
-    def _release_args(self):
+    def _release_args(self) -> List[Any]:
         return ["LOCK.RELEASE", self.name, self.owner]
 
-    def _extend_args(self, ms):
+    def _extend_args(self, ms: int) -> List[Any]:
         return ["LOCK.EXTEND", self.name, self.owner, ms]
 
-    def _release_missed(self, reply):
+    def _release_missed(self, reply: Any) -> Optional[str]:
         """Why a release's reply shows part of the hold was gone already (None: it was not)."""
         return None
 
@@ -143,27 +162,31 @@ class Lock(_LockBase):
     holds it (lease ended, key deleted or overwritten, session closed), or renewals fail
     (connection errors, OOM, READONLY, ...) until the lease has run out, the watchdog stops,
     ``lost`` becomes True, ``on_lost(lock)`` is called, and the next ``release()`` or
-    ``extend()`` (and so the end of a ``with`` block) raises :class:`LockLost`.
+    ``extend()`` (and so the end of a ``with`` block) raises :class:`LockLost`. When the
+    block itself raised, its own exception propagates instead; the loss is then reported by
+    the logger (``mcaptcha_cache``, a warning), ``on_lost`` and ``lost``/``lost_reason``.
 
     One instance is one holder: it is not reentrant (``acquire()`` while holding raises
     :class:`LockError`), and it is not meant to be shared between threads.
     """
 
-    _thread = None
+    _thread: Optional[threading.Thread] = None
 
-    def __init__(self, client, name, lease_ms, wait_ms=None, session=False, *, auto_renew=True,
-                 renew_every_ms=None, on_lost=None, owner=None, lock_delay_ms=None, _mode=None):
+    def __init__(self, client: Any, name: KeyT, lease_ms: int, wait_ms: Optional[int] = None, session: bool = False, *,
+                 auto_renew: bool = True, renew_every_ms: Optional[int] = None,
+                 on_lost: Optional[OnLost] = None, owner: Optional[KeyT] = None,
+                 lock_delay_ms: Optional[int] = None, _mode: Optional[str] = None) -> None:
         _LockBase.__init__(self, client, name, lease_ms, wait_ms, session, auto_renew=auto_renew,
                            renew_every_ms=renew_every_ms, on_lost=on_lost, owner=owner,
                            lock_delay_ms=lock_delay_ms, _mode=_mode)
 
-    def _acquire_client(self):
+    def _acquire_client(self) -> Any:
         if self.session and not is_cluster(self.client) and hasattr(self.client, "client"):
             self._session_client = self.client.client()
             return self._session_client
         return self.client
 
-    def _drop_session_client(self):
+    def _drop_session_client(self) -> None:
         c, self._session_client = self._session_client, None
         if c is not None:
             try:
@@ -171,7 +194,7 @@ class Lock(_LockBase):
             except Exception:  # pragma: no cover
                 pass
 
-    def acquire(self, wait_ms=_UNSET):
+    def acquire(self, wait_ms: Optional[int] = _UNSET) -> bool:
         """Acquire the lock; True when granted, False when ``wait_ms`` ran out.
 
         ``wait_ms`` overrides the instance's (None: indefinitely; 0: try once). Raises
@@ -213,14 +236,14 @@ class Lock(_LockBase):
             if rnd > 0 and time.monotonic() - started < rnd / 2000.0:
                 time.sleep(0.01)  # answered long before its WAIT ended: never spin
 
-    def _best_effort_release(self, conn):
+    def _best_effort_release(self, conn: Any) -> None:
         try:
             conn.execute_command(*self._release_args())
         except Exception:
             pass
 
     # --------------------------------------------------------------- release
-    def release(self):
+    def release(self) -> None:
         """Release the lock (``LOCK.RELEASE``); the longest waiter gets it.
 
         The watchdog is stopped first (and joined: no renewal is sent after the release).
@@ -256,18 +279,18 @@ class Lock(_LockBase):
         self._drop_session_client()
 
     # ---------------------------------------------------------------- extend
-    def extend(self, ms=None):
+    def extend(self, ms: Optional[int] = None) -> int:
         """Renew the lease to end ``ms`` milliseconds from now (default ``lease_ms``); returns
         the new lease in ms. A one-off: the watchdog keeps renewing to ``lease_ms``.
         Raises :class:`LockLost` when the server no longer has it for this owner."""
-        ms = self.lease_ms if ms is None else check_ms("ms", ms)
+        lease_to: int = self.lease_ms if ms is None else check_ms("ms", ms)
         if not self._held:
             if self._lost:
                 raise LockLost("lock %r was lost while held: %s" % (self.name, self._lost_reason))
             raise LockNotOwned("lock %r is not held by this instance" % (self.name,))
         sent = time.monotonic()
         try:
-            lease = int(self.client.execute_command(*self._extend_args(ms)))
+            lease = int(self.client.execute_command(*self._extend_args(lease_to)))
         except redis.exceptions.ResponseError as e:
             err = map_error(e)
             if isinstance(err, (LockNotOwned, WrongType)):
@@ -279,7 +302,7 @@ class Lock(_LockBase):
         return lease
 
     # --------------------------------------------------------------- queries
-    def inspect(self):
+    def inspect(self) -> Optional[LockInfo]:
         """``LOCK.INSPECT``: a :class:`LockInfo` (permits, last_token, waiters, holders), or
         None when the key does not exist."""
         try:
@@ -287,7 +310,7 @@ class Lock(_LockBase):
         except redis.exceptions.ResponseError as e:
             raise map_error(e) from e
 
-    def owned(self):
+    def owned(self) -> bool:
         """Whether the server lists this instance's owner among the holders (a lock-delay
         entry of the owner does not count: it holds nothing). A held lock that the server
         no longer lists is marked lost."""
@@ -297,24 +320,34 @@ class Lock(_LockBase):
             self._mark_lost("LOCK.INSPECT does not list this owner")
         return mine
 
-    def locked(self):
+    def locked(self) -> bool:
         """Whether any permit is taken (for a semaphore: any), by a holder or by a
         lock-delay (a hold that ended without a release, for its ``lock_delay_ms``)."""
         info = self.inspect()
         return info is not None and bool(info.holders)
 
     # --------------------------------------------------------- context manager
-    def __enter__(self):
+    def __enter__(self) -> "Lock":
         if not self.acquire():
             raise LockNotAcquired("could not acquire %r within %s ms" % (self.name, self.wait_ms))
         return self
 
-    def __exit__(self, exc_type, exc, tb):
-        self.release()
-        return False
+    def __exit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],
+                 tb: Optional[TracebackType]) -> None:
+        if exc is None:
+            self.release()
+            return None
+        # the body raised: its exception goes first. A lost lease is still reported -- by
+        # the logger (warning), on_lost and lock.lost / lock.lost_reason -- not raised over it.
+        try:
+            self.release()
+        except Exception as e:
+            if not isinstance(e, LockNotOwned):
+                log.warning("lock %r: release after a failed block failed: %r", self.name, e)
+        return None
 
     # --------------------------------------------------------------- watchdog
-    def _mark_lost(self, reason):
+    def _mark_lost(self, reason: str) -> None:
         with self._state:
             if not self._held:
                 return
@@ -332,7 +365,7 @@ class Lock(_LockBase):
             except Exception:
                 log.exception("on_lost callback of lock %r failed", self.name)
 
-    def _start_watchdog(self):
+    def _start_watchdog(self) -> None:
         if not self.auto_renew:
             return
         stop = threading.Event()
@@ -341,7 +374,7 @@ class Lock(_LockBase):
         self._stop, self._thread = stop, t
         t.start()
 
-    def _stop_watchdog(self):
+    def _stop_watchdog(self) -> None:
         stop, t = self._stop, self._thread
         if stop is not None:
             stop.set()
@@ -349,8 +382,8 @@ class Lock(_LockBase):
             t.join()  # an EXTEND in flight finishes before anything else is sent
         self._stop = self._thread = None
 
-    def _watchdog(self, stop):
-        interval = self.renew_every_ms / 1000.0
+    def _watchdog(self, stop: threading.Event) -> None:
+        interval = (self.renew_every_ms or self.lease_ms // 3) / 1000.0
         while not stop.wait(interval):
             if not self._held:
                 return
@@ -390,20 +423,22 @@ class Semaphore(Lock):
     pool's size on the server, which is ``permits`` plus a persisted adjustment; every instance
     keeps passing the same ``permits``."""
 
-    def __init__(self, client, name, permits, lease_ms, wait_ms=None, session=False, *, take=1, **kw):
+    def __init__(self, client: Any, name: KeyT, permits: int, lease_ms: int,
+                 wait_ms: Optional[int] = None, session: bool = False, *, take: int = 1,
+                 **kw: Any) -> None:
         permits = check_permits(permits)
         take = check_permits(take)
         if take > permits:
             raise ValueError("take (%d) must not exceed permits (%d)" % (take, permits))
         _LockBase.__init__(self, client, name, lease_ms, wait_ms, session, _permits=permits, _take=take, **kw)
 
-    def _pool(self, cmd, *args):
+    def _pool(self, cmd: str, *args: Any) -> int:
         try:
             return int(self.client.execute_command(cmd, self.name, *args, "PERMITS", self._permits))
         except redis.exceptions.ResponseError as e:
             raise map_error(e) from e
 
-    def add_permits(self, delta):
+    def add_permits(self, delta: int) -> int:
         """``LOCK.ADD_PERMITS``: change the pool's size by ``delta`` (an int, -1024 to 1024;
         negative: smaller, even below the permits taken -- the holders keep theirs and no
         permit is granted until fewer are taken than the size). Returns the size after; a
@@ -411,24 +446,24 @@ class Semaphore(Lock):
         serve the waiters first."""
         return self._pool("LOCK.ADD_PERMITS", check_delta(delta))
 
-    def drain_permits(self):
+    def drain_permits(self) -> int:
         """``LOCK.DRAIN_PERMITS``: take every permit free now out of the pool (held by nobody)
         until :meth:`add_permits` gives them back. Returns how many."""
         return self._pool("LOCK.DRAIN_PERMITS")
 
-    def available_permits(self):
+    def available_permits(self) -> int:
         """``LOCK.AVAILABLE_PERMITS``: the permits free now (the pool's size minus those taken by
         holders and lock-delays; queued requests are not subtracted)."""
         return self._pool("LOCK.AVAILABLE_PERMITS")
 
 
-def check_delta(delta):
+def check_delta(delta: Any) -> int:
     if isinstance(delta, bool) or not isinstance(delta, int) or not -1024 <= delta <= 1024:
         raise ValueError("delta must be an int from -1024 to 1024, got %r" % (delta,))
     return delta
 
 
-def check_permits(permits):
+def check_permits(permits: Any) -> int:
     if isinstance(permits, bool) or not isinstance(permits, int) or permits < 1:
         raise ValueError("permits must be an int >= 1, got %r" % (permits,))
     return permits
@@ -446,52 +481,60 @@ class ReadWriteLock:
     ``write_lock()`` are different owners: a write lock taken while the same thread holds a
     read lock waits for that read lock (release it first)."""
 
-    _lock_class = Lock
+    _lock_class: Any = Lock
 
-    def __init__(self, client, name, lease_ms, wait_ms=None, session=False, **kw):
+    def __init__(self, client: Any, name: KeyT, lease_ms: int, wait_ms: Optional[int] = None, session: bool = False,
+                 **kw: Any) -> None:
         self.client, self.name, self.lease_ms = client, name, lease_ms
         self.wait_ms, self.session, self._kw = wait_ms, session, kw
 
-    def _make(self, mode):
-        return self._lock_class(self.client, self.name, self.lease_ms, self.wait_ms, self.session,
-                                _mode=mode, **self._kw)
+    def _make(self, mode: str) -> "Lock":
+        return cast(Lock, self._lock_class(self.client, self.name, self.lease_ms, self.wait_ms,
+                                           self.session, _mode=mode, **self._kw))
 
-    def read_lock(self):
+    def read_lock(self) -> Lock:
         """A new lock object for a shared (read) hold."""
         return self._make("READ")
 
-    def write_lock(self):
+    def write_lock(self) -> Lock:
         """A new lock object for an exclusive (write) hold."""
         return self._make("WRITE")
 
 
-class _MultiArgs:
+class _MultiArgs(_LockBase):
     """The LOCK.*_ALL commands of a multi-key lock (shared by the sync and asyncio classes)."""
 
-    def _multi_init(self, keys):
+    def _multi_init(self, keys: Iterable[KeyT]) -> KeyT:
         keys = list(keys)
         if not keys:
             raise ValueError("a MultiLock needs at least one key")
         if len(set(to_str(k) for k in keys)) != len(keys):
             raise ValueError("a MultiLock's keys must be distinct")
+        slots = {key_slot(k if isinstance(k, bytes) else str(k).encode("utf-8", "surrogateescape"))
+                 for k in keys}
+        if len(slots) > 1:
+            # the server (standalone too) and redis-py's cluster client would refuse it: say so
+            # before anything is sent
+            raise CrossSlot("CROSSSLOT Keys in request don't hash to the same slot (a MultiLock's "
+                            "keys must share one hash slot: use a hash tag, e.g. {acct}:1, {acct}:2)")
         self.keys = keys
         return keys[0]
 
-    def _acquire_args(self, wait):
-        args = ["LOCK.ACQUIRE_ALL", len(self.keys), *self.keys, self.owner, self.lease_ms]
+    def _acquire_args(self, wait: int) -> List[Any]:
+        args: List[Any] = ["LOCK.ACQUIRE_ALL", len(self.keys), *self.keys, self.owner, self.lease_ms]
         if self.session:
             args.append("SESSION")
         if self.lock_delay_ms:
             args += ["LOCKDELAY", self.lock_delay_ms]
         return args + list(wait_args(wait))
 
-    def _release_args(self):
+    def _release_args(self) -> List[Any]:
         return ["LOCK.RELEASE_ALL", len(self.keys), *self.keys, self.owner]
 
-    def _extend_args(self, ms):
+    def _extend_args(self, ms: int) -> List[Any]:
         return ["LOCK.EXTEND_ALL", len(self.keys), *self.keys, self.owner, ms]
 
-    def _release_missed(self, reply):
+    def _release_missed(self, reply: Any) -> Optional[str]:
         gone = [to_str(k) for k, left in zip(self.keys, reply) if int(left) < 0]
         return ("not held any more at %s" % ", ".join(gone)) if gone else None
 
@@ -510,5 +553,6 @@ class MultiLock(_MultiArgs, Lock):
     (``inspect()`` shows that one); ``keys`` all of them. A release that finds some key no
     longer held (its lease ended) releases the others and raises :class:`LockLost`."""
 
-    def __init__(self, client, keys, lease_ms, wait_ms=None, session=False, **kw):
+    def __init__(self, client: Any, keys: Iterable[KeyT], lease_ms: int,
+                 wait_ms: Optional[int] = None, session: bool = False, **kw: Any) -> None:
         Lock.__init__(self, client, self._multi_init(keys), lease_ms, wait_ms, session, **kw)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """A table of bad inputs. Each one must be answered with an error reply (a
 "-ERR ..." error, never a bare one), change nothing (DBSIZE, DUMP of an existing
 captcha and challenge) and leave the server answering PING."""
@@ -169,6 +170,8 @@ for field, pos in (("difficulty", "d"), ("duration", "dur")):
     for vid, v in (("string", '"5"'), ("float", "5.0"), ("true", "true"), ("null", "null"),
                    ("negative", "-1"), ("2^32", str(2 ** 32)), ("2^63", str(2 ** 63)),
                    ("2^64", str(2 ** 64)), ("array", "[5]")):
+        if field == "duration" and vid == "2^32":
+            continue  # accepted, as ADD_CAPTCHA's: kept as 4294967295 s (test_long_durations.py)
         C("%s-%s" % (field, vid), rch(**{pos: v}))
 for vid, v in (("number", "5"), ("null", "null"), ("array", '["abc"]'), ("object", '{"a":1}'),
                ("true", "true")):

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Difficulty rule, the mCaptcha flow, decay timing, VISIT_AT, concurrency, WRONGTYPE."""
 
 import threading

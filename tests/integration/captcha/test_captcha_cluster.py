@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """mcaptcha-cache in Redis Cluster: routing, brace names, RENAME_CAPTCHA and
 CROSSSLOT, resharding under traffic, replica failover.
 

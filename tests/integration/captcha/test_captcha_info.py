@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """INFO mcaptcha_cache_captcha: the captcha commands' outcomes, counted exactly
 (field names follow INFO conventions: lower case, underscores, integers)."""
 

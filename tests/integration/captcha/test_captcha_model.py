@@ -1,9 +1,10 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """A model-based test of the mCaptcha commands: random sequences of
 MCAPTCHA_CACHE.ADD_CAPTCHA (valid and invalid configs), ADD_VISITOR, GET,
 CAPTCHA_EXISTS, DELETE_CAPTCHA, RENAME_CAPTCHA, ADD_CHALLENGE (valid and
 invalid), GET_CHALLENGE and DELETE_CHALLENGE against a real primary (with a
 replica), every reply compared byte for byte with a Python model of
-docs/protocol.md and README.md, interleaved with plain keys written over the
+docs/protocol.md and docs/captcha.md, interleaved with plain keys written over the
 module's keys (WRONGTYPE) and deleted, the client's own token keys (left
 alone), MCAPTCHA_CACHE.COUNT counters, DEBUG RELOAD, SAVE + restart and a
 replica compared with the primary.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The nine public commands: replies, errors (exact wire bytes), keys, types,
 registration metadata (MODULE LIST, COMMAND INFO/DOCS/GETKEYS)."""
 
@@ -20,7 +21,7 @@ CFG = cfg([(50, 50), (500, 500)], duration=30)
 def test_module_list_first_entry_is_mcaptcha_cache(server):
     """libmcaptcha reads only MODULE LIST's first entry. Servers that list
     modules of their own (Valkey 9's built-in `lua`) order the list by a hash
-    table, so this holds there only with module-list-first (README)."""
+    table, so this holds there only with module-list-first (docs/operations.md)."""
     raw = server.client(raw=True)
     raw.execute_command("CONFIG", "SET", "mcaptcha_cache.module-list-first", "yes")
     try:
@@ -143,7 +144,7 @@ def test_add_captcha_unknown_fields_ignored_and_levels_sorted(r):
 
 
 # ------------------------------------------------------------- ADD_VISITOR / GET
-CONFIG_MAX_BYTES = 16 * 1024  # README "at most 16 KiB"; src/core/captcha.h CAPTCHA_MAX_CONFIG_BYTES
+CONFIG_MAX_BYTES = 16 * 1024  # docs/captcha.md "at most 16 KiB"; src/core/captcha.h CAPTCHA_MAX_CONFIG_BYTES
 
 
 def _config_of_size(levels, size, pad_with):

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """MCAPTCHA_CACHE.COUNT counter-name leak-rate-s: a bare leaky-bucket counter.
 
 From an earlier revision of the original mCaptcha cache module's README: "Every

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Redis starts on any data the original module could have written.
 
 The original (v0.1.x, libmcaptcha 0.2.x) stored u64 numbers and validated

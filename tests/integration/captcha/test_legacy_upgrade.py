@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """In-place upgrade from the original mCaptcha cache module (Rust): an operator
 stops Redis, swaps the original module for mcaptcha_cache and starts Redis on
 the same dump.rdb (docs/protocol.md, "Original key layout and RDB payloads" and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Durability: RDB (SAVE + restart, DEBUG RELOAD), AOF (appendfsync always,
 with and without the RDB preamble, kill -9, BGREWRITEAOF, replay after the
 duration), replication (a long mixed workload, digests compared key by key),

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """MCAPTCHA_CACHE.RENAME_CAPTCHA moves the captcha's TTL with it, as RENAME does --
 and RENAME is what replicas and the AOF get. After PEXPIRE on a captcha key and a
 rename, the primary, its replica and the primary restarted from its AOF agree on

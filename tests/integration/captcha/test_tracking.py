@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """CLIENT TRACKING and WATCH see captcha writes.
 
 The captcha commands declare the captcha *name* as their key, but store the

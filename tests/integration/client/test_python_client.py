@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The Python client (clients/python, package mcaptcha_cache) against real servers.
 
 The package is imported from clients/python (put first on sys.path), not installed; one test
@@ -508,7 +509,7 @@ def test_captcha_add_visit_count_and_challenges(server):
     # the README's redis-cli session
     assert [site.visit() for _ in range(7)] == [100] * 4 + [1000] * 2 + [10000]
     assert site.count() == 7
-    assert site.visit_info() == (10000, 10)
+    assert site.visit_with_duration() == (10000, 10)
     assert int(r.execute_command("MCAPTCHA_CACHE.GET", "mysite")) == 8
     with pytest.raises(InvalidCaptchaConfig):
         Captcha(r, "bad").add(levels=[], duration_s=30)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The Python client's MultiLock and AsyncMultiLock (clients/python, LOCK.ACQUIRE_ALL /
 EXTEND_ALL / RELEASE_ALL): a context manager holding every key with one fencing token,
 waiting on the server holding none, renewed by the watchdog, released together; a key

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The Python client's stored policies (clients/python, package mcaptcha_cache): the
 set/get/delete/list helpers (sync and asyncio), and RateLimiter / SlidingWindowLimiter with
 ``policy=`` deciding exactly as the same limiter with the policy's numbers; argument checks
@@ -35,10 +36,10 @@ def test_helpers_round_trip(r):
     assert get_policy(r, "plain") == {"type": "GCRA", "rate": 3, "period_ms": 1000, "burst": None}
     assert get_policy(r, "login") == {"type": "WINDOW", "limit": 5, "window_ms": MIN}
     assert get_policy(r, "none") is None
-    assert list_policies(r) == [b"api", b"login", b"plain"]
+    assert list_policies(r) == ["api", "login", "plain"]  # str, as get_policy
     assert delete_policy(r, "plain") is True
     assert delete_policy(r, "plain") is False
-    assert list_policies(r) == [b"api", b"login"]
+    assert list_policies(r) == ["api", "login"]
     with pytest.raises(InvalidArgument):
         set_gcra_policy(r, "x", 0, 1000)  # the server's range error, typed
     with pytest.raises(TypeError):
@@ -88,7 +89,7 @@ def test_asyncio_helpers_and_limiter(server):
             await maio.set_gcra_policy(c, "ag", 1, MIN)
             await maio.set_window_policy(c, "aw", 1, MIN)
             assert await maio.get_policy(c, "ag") == {"type": "GCRA", "rate": 1, "period_ms": MIN, "burst": None}
-            assert b"aw" in await maio.list_policies(c)
+            assert "aw" in await maio.list_policies(c)
             lim = maio.RateLimiter(c, "ak", policy="ag")
             assert (await lim.acquire()).allowed
             assert not (await lim.acquire()).allowed

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """A Jepsen-style history recorder and checker for the module's leased locks,
 semaphores (with TAKE 1 or 2), read-write locks (READ and WRITE holds) and
 RL.CONCURRENCY (used by test_lock_history.py).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """LOCK.ACQUIRE ... ACKS numreplicas timeout-ms: a grant answered only once that
 many replicas have acknowledged it.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Locks (and semaphores) and concurrency limits share a module type but not
 their keys: a key made by one family answers WRONGTYPE to the other's writing
 commands and changes nothing (LOCK.INSPECT, read-only, shows either kind). A

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Fencing tokens near the top of their range stay the business of their own key.
 
 A lock whose last token is at or near LOCK_MAX_TOKEN (2^62) -- written by

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Fencing tokens strictly increase across promotion, restart and load.
 
 A replica promoted to primary issues tokens beyond its clock plus a margin

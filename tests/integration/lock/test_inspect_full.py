@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """LOCK.INSPECT key FULL: every holder and every waiter, as field/value pairs.
 
 Holders: owner, mode (write/read/permit), state (held/lock-delay), ms_left, token,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Leases end on time wherever the key goes, and their bookkeeping goes with them.
 
 - A lock that is released, deleted or flushed keeps no lease-timer entry

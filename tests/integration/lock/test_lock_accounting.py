@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """What INFO and MEMORY USAGE say about locks is exact: `grants` counts every
 grant (reentries included) and nothing else; a lock's MEMORY USAGE grows with
 its holders and their owner names."""

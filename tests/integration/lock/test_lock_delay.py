@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Lock-delay (LOCK.ACQUIRE ... LOCKDELAY delay-ms), as Chubby and Consul have it.
 
 When a grant made with LOCKDELAY d stops holding without a release -- its lease

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Locks saved by the last builds that wrote mcap-lock encver 2 and 3 load unchanged.
 
 tests/fixtures/rdb/locks-encver2.rdb was written by a released build (commit

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """A history checker, in Jepsen's style, for leased locks, semaphores and
 RL.CONCURRENCY (recorder and checker in lock_history.py).
 
@@ -11,7 +12,7 @@ queued. The recorded history is then checked:
 - every call got exactly one reply, of the documented shape; a WAIT that ran
   out did so no earlier than its timeout;
 - never more holders than permits, over intervals each holder certainly held;
-- fencing tokens (README, "Fencing tokens"): per lock, unique and ordered as the
+- fencing tokens (docs/locks.md, "Fencing tokens"): per lock, unique and ordered as the
   grants were in real time, never below the server clock, and still larger after
   the key is deleted; LOCK.INSPECT's last token is the last one granted;
 - a refused or timed-out caller holds nothing; releases and EXTENDs answer as the

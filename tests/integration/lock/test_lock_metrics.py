@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """INFO mcaptcha_cache_locks: lock wait and hold times (p50/p99/max in ms, from
 a fixed histogram of sqrt(2)-wide buckets, core/histogram.h) and the waiter
 queue lengths move with traffic.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """A model-based test of the lock family: random sequences of commands against
 a real primary (with a replica), every reply compared with a Python model.
 
@@ -14,7 +15,7 @@ compared with the primary (DEBUG DIGEST, LOCK.INSPECT).
 After every step every lock is read back with LOCK.INSPECT and compared with the
 model (permits, last token, waiters, holders with token and count, lease left
 within the lease, the pool's adjustment and size). Fencing tokens are checked to grow strictly, across keys and
-across every reload and restart of the process (README, "Fencing tokens").
+across every reload and restart of the process (docs/locks.md, "Fencing tokens").
 
 Leases and lock-delays are long (10 minutes), so nothing ends unless a rule
 makes it end: the model is exact. A grant with LOCKDELAY whose lease a rule

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """A user-set TTL on a lock-family key means the same on the primary, its
 replica and an AOF replay: lock writes update the value in place (the TTL
 stays), and LOCK.STATE, which carries them, keeps the TTL too."""

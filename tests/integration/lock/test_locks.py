@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Leased locks and semaphores (LOCK.ACQUIRE / RELEASE / EXTEND / INSPECT / STATE):
 replies, ownership, FIFO waiting without polling, leases that end on time (and
 replicate that), session mode, reentrancy, semaphores, fencing tokens (many
@@ -152,7 +153,7 @@ def test_acquire_busy_release(server, r):
 
 
 def test_lock_key_has_no_ttl(server, r):
-    """README: a lock key has no TTL: held, extended, released or with its lease
+    """docs/locks.md: a lock key has no TTL: held, extended, released or with its lease
     ended, it stays (keeping its last fencing token) until it is deleted."""
     g = acquire(r, "L", "alice", 60000)
     assert g[0] == 1

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Durability of lock keys: SAVE + restart and DEBUG RELOAD (holders, absolute
 leases, tokens), AOF (appendfsync always, no RDB preamble) after kill -9,
 BGREWRITEAOF + restart, replicas after a mixed workload, DUMP/RESTORE and COPY,
@@ -424,7 +425,7 @@ def test_restore_mutated_lock_payloads_server_survives(server, r):
 
 # ------------------------------------- leases end on time after load/promotion
 def test_leases_end_on_time_after_restart(servers):
-    """README: leases end on time by a module timer even if nobody touches the key."""
+    """docs/locks.md: leases end on time by a module timer even if nobody touches the key."""
     s = servers.new()
     c = s.client()
     t0 = time.time()
@@ -453,7 +454,7 @@ def test_leases_end_on_time_after_restart(servers):
 
 
 def test_promoted_replica_ends_leases_on_time(servers):
-    """README: a promoted replica enforces the same leases (and leases end on time)."""
+    """docs/locks.md: a promoted replica enforces the same leases (and leases end on time)."""
     primary = servers.new(name="primary")
     replica = servers.replica_of(primary, name="replica")
     pc, rc = primary.client(), replica.client()

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Multi-key locks: LOCK.ACQUIRE_ALL, LOCK.RELEASE_ALL, LOCK.EXTEND_ALL (src/lock/multi.c).
 
 Several exclusive locks of one hash slot are granted all or none, with one

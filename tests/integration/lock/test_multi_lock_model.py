@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """A model-based test of multi-key locks mixed with single-key ones: random
 sequences of commands on four keys of one hash slot against a real primary
 (with a replica), every reply compared with a Python model.

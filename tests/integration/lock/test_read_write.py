@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Read-write locks: LOCK.ACQUIRE ... READ (shared) and WRITE (exclusive, the default).
 
 Many readers hold at once, a writer holds alone; every grant gets its own fencing
@@ -165,3 +166,22 @@ def test_bad_shared_states_are_refused(r, server, args):
     rep = raw_command(server, *args)
     assert rep.startswith(b"-ERR invalid lock state"), rep
     assert r.execute_command("DEBUG", "DIGEST") == digest
+
+
+def test_a_new_reader_does_not_pass_a_writer_waiting_behind_readers(r, server):
+    """Readers hold, a writer waits behind them: a new reader is refused (without WAIT)
+    or queued behind the writer (with WAIT), though it could share with the holders."""
+    assert r.execute_command("LOCK.ACQUIRE", "wq", "r1", 60000, "READ")[0] == 1
+    assert r.execute_command("LOCK.ACQUIRE", "wq", "r2", 60000, "READ")[0] == 1
+    w = Waiter(server, r, "wq", "w", "WRITE")
+    refused = r.execute_command("LOCK.ACQUIRE", "wq", "late", 60000, "READ")
+    assert refused[0] == 0
+    assert _holders(r, "wq") == [b"r1", b"r2"]
+    late = Waiter(server, r, "wq", "late2", "READ")
+    assert r.execute_command("LOCK.RELEASE", "wq", "r1") == 0
+    assert not w.done() and not late.done()
+    assert r.execute_command("LOCK.RELEASE", "wq", "r2") == 0
+    assert w.join()[0] == 1
+    assert _holders(r, "wq") == [b"w"] and not late.done()
+    assert r.execute_command("LOCK.RELEASE", "wq", "w") == 0
+    assert late.join()[0] == 1 and late.reply[1] > w.reply[1]

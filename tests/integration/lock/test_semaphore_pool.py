@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """A semaphore pool's size: LOCK.ADD_PERMITS, LOCK.DRAIN_PERMITS, LOCK.AVAILABLE_PERMITS.
 
 Acquirers keep passing the base size (PERMITS n); the lock keeps a signed

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """SESSION bookkeeping follows the live grants: a grant whose lease ends
 without a release (or whose key is deleted) does not leave its entry behind
 for the life of the connection (about 100 bytes each before the fix)."""

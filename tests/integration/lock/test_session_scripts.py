@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """SESSION binds a holder to the caller's connection; inside a script
 (EVAL/EVALSHA/FCALL) the caller is the server's script client, which never
 disconnects, so a session there would never end. It is refused with a clear

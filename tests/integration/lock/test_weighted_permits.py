@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Weighted permits: LOCK.ACQUIRE key owner lease-ms PERMITS n TAKE k.
 
 A grant takes k of the semaphore's n permits at once, all or none, with one

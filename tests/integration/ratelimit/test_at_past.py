@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """RL.GCRA / RL.WINDOW with AT in the past: one safe rule.
 
 A caller that sends times lagging the server clock (replaying a queue, or

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """RL.CONCURRENCY: a concurrency limit with leases (at most N holders at once,
 each slot freed by release or when its lease ends), on the lock machinery.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """RL.MULTI with a cost per limit: the cost argument is one integer (taken from
 every limit) or one per limit, comma-separated, in the limits' order. All or
 none as always; the arguments keep their places, so cluster routing (keys every

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """RL.MULTI's one-slot rule holds standalone too: keys of one call whose hash
 slots differ get the error Redis Cluster gives (CROSSSLOT), and nothing is
 written, so code that works on one server works unchanged in Cluster. Keys in
@@ -81,7 +82,7 @@ def test_one_slot_works(r):
 
 
 def test_refused_index_is_1_based_and_0_when_allowed(r):
-    """README: refused_index is the 1-based position of the first limit that
+    """docs/ratelimit.md: refused_index is the 1-based position of the first limit that
     refused, 0 when allowed."""
     ok = r.execute_command(*multi(1, ("{i}a", "GCRA", 2, 60000), ("{i}b", "WINDOW", 1, 60000)))
     assert ok[:2] == [1, 0]

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Stored limit policies (RL.POLICY_SET / _GET / _DEL / _LIST, and POLICY name
 in RL.GCRA, RL.GCRA_PEEK, RL.WINDOW, RL.WINDOW_PEEK).
 

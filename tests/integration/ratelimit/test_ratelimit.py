@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Rate-limit commands: CL.THROTTLE (against redis-cell's documented behaviour),
 RL.GCRA / RL.GCRA_PEEK, RL.WINDOW / RL.WINDOW_PEEK, RL.REFUND, RL.MULTI, the
 WAIT option (blocking, FIFO, refund wake-up, disconnects, MULTI), the INFO

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Durability of the rate-limit keys (mcap-gcra, mcap-wndw): RDB (SAVE +
 restart, DEBUG RELOAD), AOF (appendfsync always, no RDB preamble, kill -9,
 BGREWRITEAOF), replication of a mixed workload (WAIT-served requests
@@ -559,7 +560,7 @@ def test_cluster_routes_by_key_on_every_primary(cluster):
 @pytest.mark.skipif(not HAVE_CLUSTER, reason="cluster harness not importable (%s)" % CLUSTER_IMPORT_ERROR)
 def test_cluster_stored_policies_are_per_node(cluster):
     """Stored policies have no key: each primary keeps its own table (set on every one,
-    as the README says), its replicas receive it, and a call by POLICY on a key is
+    as docs/ratelimit.md says), its replicas receive it, and a call by POLICY on a key is
     evaluated by the key's owner with that node's policy."""
     primaries = cluster.primaries()
     tags = _tag_per_primary(cluster, "pol")

@@ -1,7 +1,8 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """A model-based test of the rate limits: random sequences of RL.GCRA,
 RL.GCRA_PEEK, CL.THROTTLE, RL.WINDOW, RL.WINDOW_PEEK, RL.REFUND and RL.MULTI
 against a real primary (with a replica), every reply compared with a Python
-model of README "Rate limits", src/core/gcra.c, src/core/bucket.c and
+model of docs/ratelimit.md, src/core/gcra.c, src/core/bucket.c and
 src/ratelimit/*.c, interleaved with DEL, RENAME, COPY, MOVE (to db 1 and back),
 SET (a key of another type), FLUSHALL, DEBUG RELOAD, SAVE + restart and a
 replica compared with the primary. Stored policies: RL.POLICY_SET (a name may

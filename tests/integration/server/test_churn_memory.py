@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Module memory comes back after churn, for every family.
 
 Keys of every family -- captchas with challenges, GCRA and window limits,

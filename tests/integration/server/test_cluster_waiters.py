@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Blocked clients when their key's hash slot moves (Redis Cluster).
 
 A client blocked on LOCK.ACQUIRE ... WAIT (or RL.WINDOW ... WAIT) on a node

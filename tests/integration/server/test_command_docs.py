@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """COMMAND DOCS names every argument right on every server.
 
 The module is built against Redis 7.0's redismodule.h, whose argument struct

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """docs/commands.md is the command reference generated from the module's own
 metadata (COMMAND DOCS / COMMAND INFO) and scripts/command_notes.py: every
 registered command appears in it, and it is exactly what the generator makes

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The module configs (server/config.h): `CONFIG GET mcaptcha_cache.*` lists each
 with its default; `CONFIG SET` changes behaviour at once and refuses bad values
 with the server's own message (changing nothing); the same names work as

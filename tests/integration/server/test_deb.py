@@ -1,12 +1,16 @@
-"""The Debian package, end to end: `make deb` builds
-redis-mcaptcha-cache_<version>_<arch>.deb with dpkg-deb; its control fields and
-file list are what Debian expects (module 0755 under /usr/lib/redis/modules,
-everything root-owned, no maintainer scripts, nothing under /etc); extracted
-with `dpkg-deb -x` into a scratch root (never installed on this machine), the
-md5sums match and a redis-server started from a config file holding the
-packaged snippet's `loadmodule` line, uncommented, answers a command of every
-family."""
+# SPDX-License-Identifier: BSD-3-Clause
+"""The Debian package, end to end: `make deb` builds it the Debian way (debian/, debhelper,
+`dpkg-buildpackage -b -us -uc` in a copy of the tree) and every output lands in build/deb/:
+the .deb, the -dbgsym .deb, the .buildinfo and the .changes. The .deb's control fields and
+file list are what Debian expects (the module 0755 under /usr/lib/redis/modules, stripped,
+hardened, its debug info in the -dbgsym package under its build-id; the docs; no maintainer
+scripts and nothing under /etc, so installing never edits redis.conf). Installed with dpkg
+into a scratch root (`dpkg --root`, its own database; never into this machine), it verifies,
+and a clean redis-server started from a redis.conf holding the packaged example's
+`loadmodule` line, uncommented, lists the module at the version of VERSION and answers a
+command of every family; purging it leaves no file behind."""
 
+import gzip
 import os
 import re
 import stat
@@ -21,76 +25,129 @@ DOC = "/usr/share/doc/" + PKG
 SNIPPET = DOC + "/examples/mcaptcha_cache.conf"
 
 
-
 def run(*cmd, **kw):
-    out = subprocess.run(list(cmd), capture_output=True, text=True, timeout=600, **kw)
+    out = subprocess.run(list(cmd), capture_output=True, text=True, timeout=900, **kw)
     assert out.returncode == 0, "%s: %s%s" % (" ".join(cmd), out.stdout, out.stderr)
     return out.stdout
 
 
-def module_version():
-    with open(os.path.join(REPO_ROOT, "src", "module.c")) as f:
-        m = re.search(r'^#define MODULE_VERSION_STRING "([^"]+)"', f.read(), re.M)
-    assert m, "MODULE_VERSION_STRING not found in src/module.c"
+def version():
+    with open(os.path.join(REPO_ROOT, "VERSION")) as f:
+        return f.read().strip()
+
+
+def readelf(*args):
+    return run("readelf", "-W", *args)
+
+
+def build_id(path):
+    m = re.search(r"Build ID: ([0-9a-f]+)", readelf("-n", path))
+    assert m, "no GNU build-id note in %s" % path
     return m.group(1)
 
 
-def test_make_deb_contents_then_serve_from_extracted_root(tmp_path):
-    version = module_version()
-    arch = run("dpkg", "--print-architecture").strip()
-    deb = run("make", "--no-print-directory", "-C", REPO_ROOT, "deb").strip().splitlines()[-1]
-    deb = os.path.join(REPO_ROOT, deb)
-    assert os.path.basename(deb) == "%s_%s_%s.deb" % (PKG, version, arch)
-
-    # Control fields.
-    fields = {f: run("dpkg-deb", "-f", deb, f).strip()
-              for f in ("Package", "Version", "Architecture", "Depends", "Maintainer", "Description")}
-    assert fields["Package"] == PKG
-    assert fields["Version"] == version
-    assert fields["Architecture"] == arch
-    assert [d.strip() for d in fields["Depends"].split(",")] == ["redis-server (>= 5:7.0)", "libjansson4"]
-    assert re.fullmatch(r".+ <[^<>@\s]+@[^<>\s]+>", fields["Maintainer"]), fields["Maintainer"]
-    assert fields["Description"].splitlines()[0].strip()
-
-    # The control archive: control and md5sums only, no maintainer scripts.
-    ctrl = run("sh", "-c", 'dpkg-deb --ctrl-tarfile "$1" | tar -t', "-", deb).split()
-    assert sorted(c for c in ctrl if c != "./") == ["./control", "./md5sums"], ctrl
-
-    # The file list: modes, owners, paths.
+def files_of(deb):
+    """{path: (mode string, owner)} of a .deb's data archive."""
     entries = {}
     for line in run("dpkg-deb", "-c", deb).splitlines():
         mode, owner, _size, _date, _time, path = line.split(None, 5)
-        entries[path[1:].rstrip("/") or "/"] = (mode, owner)
+        entries[path[1:].split(" -> ")[0].rstrip("/") or "/"] = (mode, owner)
+    return entries
+
+
+def files_in_changes(path):
+    """The file names a .changes lists in its Files field."""
+    names, inside = [], False
+    for line in open(path).read().splitlines():
+        if line.startswith("Files:"):
+            inside = True
+        elif inside and line.startswith(" "):
+            names.append(line.split()[-1])
+        else:
+            inside = False
+    return names
+
+
+def test_make_deb_then_install_into_a_scratch_root_and_load(tmp_path):
+    ver = version()
+    arch = run("dpkg", "--print-architecture").strip()
+    out_dir = os.path.join(REPO_ROOT, "build", "deb")
+    changes = run("make", "--no-print-directory", "-C", REPO_ROOT, "deb").strip().splitlines()[-1]
+    changes = os.path.join(REPO_ROOT, changes)
+    assert changes == os.path.join(out_dir, "%s_%s_%s.changes" % (PKG, ver, arch))
+
+    # Every output in build/deb/, as the .changes lists them (binary-only: no source).
+    deb = os.path.join(out_dir, "%s_%s_%s.deb" % (PKG, ver, arch))
+    dbgsym = os.path.join(out_dir, "%s-dbgsym_%s_%s.deb" % (PKG, ver, arch))
+    buildinfo = os.path.join(out_dir, "%s_%s_%s.buildinfo" % (PKG, ver, arch))
+    listed = sorted(files_in_changes(changes))
+    assert listed == sorted(os.path.basename(p) for p in (deb, dbgsym, buildinfo)), listed
+    assert all(os.path.isfile(p) for p in (deb, dbgsym, buildinfo))
+
+    # Control fields: debhelper's shlibs (libc, libjansson), a server, the version of VERSION.
+    fields = {f: run("dpkg-deb", "-f", deb, f).strip()
+              for f in ("Package", "Version", "Architecture", "Depends", "Maintainer", "Description")}
+    assert (fields["Package"], fields["Version"], fields["Architecture"]) == (PKG, ver, arch)
+    depends = [d.strip() for d in fields["Depends"].split(",")]
+    assert any(re.fullmatch(r"libc6 \(>= [\d.]+\)", d) for d in depends), depends
+    assert any(re.fullmatch(r"libjansson4 \(>= [\d.]+\)", d) for d in depends), depends
+    assert "redis-server (>= 5:7.0) | valkey-server" in depends, depends
+    assert re.fullmatch(r".+ <[^<>@\s]+@[^<>\s]+\.[a-z]+>", fields["Maintainer"]), fields["Maintainer"]
+    assert fields["Description"].splitlines()[0].strip()
+
+    # The control archive: no maintainer script (installing runs nothing, edits nothing).
+    ctrl = run("sh", "-c", 'dpkg-deb --ctrl-tarfile "$1" | tar -t', "-", deb).split()
+    assert sorted(c for c in ctrl if c != "./") == ["./control", "./md5sums"], ctrl
+
+    # The file list: root-owned, the module 0755, the docs, nothing under /etc.
+    entries = files_of(deb)
     assert all(owner == "root/root" for _, owner in entries.values()), entries
     files = {p: m for p, (m, _) in entries.items() if m.startswith("-")}
-    docs = sorted(DOC + "/docs/" + n for n in os.listdir(os.path.join(REPO_ROOT, "docs")) if n.endswith(".md"))
+    assert files.pop(SO) == "-rwxr-xr-x"
+    docs = {DOC + "/docs/" + n for n in os.listdir(os.path.join(REPO_ROOT, "docs")) if n.endswith(".md")}
     assert docs
-    expected = {SO: "-rwxr-xr-x", SNIPPET: "-rw-r--r--", DOC + "/README.md": "-rw-r--r--",
-                DOC + "/copyright": "-rw-r--r--"}
-    expected.update({d: "-rw-r--r--" for d in docs})
-    assert files == expected
-    assert all(m == "drwxr-xr-x" for m in (m for p, (m, _) in entries.items() if p not in files))
+    docs |= {DOC + "/README.md", DOC + "/CHANGELOG.md"}
+    # dh_compress gzips the larger docs
+    for d in docs:
+        assert files.pop(d, None) == "-rw-r--r--" or files.pop(d + ".gz", None) == "-rw-r--r--", d
+    assert files == {SNIPPET: "-rw-r--r--", DOC + "/copyright": "-rw-r--r--", DOC + "/changelog.gz": "-rw-r--r--",
+                     "/usr/share/lintian/overrides/" + PKG: "-rw-r--r--"}, files
+    assert all(m == "drwxr-xr-x" for p, (m, _) in entries.items() if m.startswith("d"))
     assert not any(p.startswith("/etc") for p in entries)
 
-    # Extract into a scratch root: the md5sums hold, the module is the built one, 0755.
+    # Installed by dpkg into a scratch root with its own database (dependencies are this
+    # machine's, not the scratch root's: --force-depends).
     root = tmp_path / "root"
-    run("dpkg-deb", "-x", deb, str(root))
-    control = tmp_path / "control"
-    run("dpkg-deb", "-e", deb, str(control))
-    md5 = (control / "md5sums").read_text().split("\n")
-    assert sorted(l.split(None, 1)[1] for l in md5 if l) == sorted(p[1:] for p in files)
-    run("md5sum", "--quiet", "-c", str(control / "md5sums"), cwd=str(root))
+    admin = root / "var" / "lib" / "dpkg"
+    for d in ("updates", "info"):
+        (admin / d).mkdir(parents=True)
+    (admin / "status").write_text("")
+    dpkg = ["dpkg", "--root=%s" % root, "--force-not-root", "--force-script-chrootless"]
+    run(*dpkg, "--force-depends", "-i", deb)
+    assert "Status: install ok installed" in run(*dpkg, "-s", PKG)
+    run(*dpkg, "--verify", PKG)
     installed = str(root) + SO
     assert stat.S_IMODE(os.stat(installed).st_mode) == 0o755
-    with open(installed, "rb") as a, open(os.path.join(REPO_ROOT, "build", "mcaptcha_cache.so"), "rb") as b:
-        assert a.read() == b.read()
 
-    # The snippet: only comments, one of them the loadmodule line to uncomment.
+    # Stripped, hardened, its debug info in the -dbgsym package under its build-id.
+    sections = readelf("-S", installed)
+    assert ".debug_info" not in sections and ".symtab" not in sections and ".gnu_debuglink" in sections
+    assert "BIND_NOW" in readelf("-d", installed) and "GNU_RELRO" in readelf("-l", installed)
+    assert re.search(r"__(?!stack_chk)\w+_chk\b", readelf("--dyn-syms", installed)), "no fortified libc call"
+    bid = build_id(installed)
+    debug = "/usr/lib/debug/.build-id/%s/%s.debug" % (bid[:2], bid[2:])
+    assert debug in files_of(dbgsym)
+    run("dpkg-deb", "-x", dbgsym, str(tmp_path / "dbg"))
+    assert ".debug_info" in readelf("-S", str(tmp_path / "dbg") + debug)
+
+    # The example: only comments, one of them the loadmodule line to uncomment.
     snippet = (root / SNIPPET[1:]).read_text().splitlines()
     assert all(l.startswith("#") or not l.strip() for l in snippet), snippet
     assert "# loadmodule %s" % SO in snippet
+    with gzip.open(str(root / DOC[1:] / "changelog.gz"), "rt") as f:
+        assert f.readline().startswith("%s (%s) " % (PKG, ver))
 
-    # What a user does: uncomment the line into redis.conf (here, pointing under the scratch root).
+    # What a user does: uncomment the line into redis.conf (here, the scratch root's path).
     conf = tmp_path / "redis.conf"
     conf.write_text("loadmodule %s\n" % installed)
     s = ConfigFileServer(str(conf), dir=str(tmp_path / "data"), module=None)
@@ -100,7 +157,7 @@ def test_make_deb_contents_then_serve_from_extracted_root(tmp_path):
         listed = [m if isinstance(m, dict) else dict(zip(m[::2], m[1::2]))
                   for m in r.execute_command("MODULE", "LIST")]
         mods = {m[b"name"]: int(m[b"ver"]) for m in listed}
-        major, minor, patch = (int(x) for x in version.split("."))
+        major, minor, patch = (int(x) for x in ver.split("."))
         assert mods.get(b"mcaptcha_cache") == major * 10000 + minor * 100 + patch, mods
         cfg = '{"levels":[{"visitor_threshold":10,"difficulty_factor":100}],"duration":30}'
         assert r.execute_command("MCAPTCHA_CACHE.ADD_CAPTCHA", "site", cfg) == b"OK"
@@ -110,3 +167,8 @@ def test_make_deb_contents_then_serve_from_extracted_root(tmp_path):
         assert r.execute_command("LOCK.ACQUIRE", "lk", "me", 1000)[0] == 1
     finally:
         s.stop()
+
+    # Purged, it leaves nothing but dpkg's own database.
+    run(*dpkg, "--purge", PKG)
+    left = [os.path.join(d, f) for d, _, fs in os.walk(str(root)) for f in fs]
+    assert all(p.startswith(str(admin)) for p in left), left

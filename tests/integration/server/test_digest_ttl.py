@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Primary, replica and AOF agree after mixed traffic of every family, TTLs
 included.
 

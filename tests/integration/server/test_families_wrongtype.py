@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Families never mix: a key made by one family answers WRONGTYPE to every other
 family's commands, and is left exactly as it was (DUMP and expiry equal before
 and after), for every pair of families.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Hardening: memory limits, ACLs, client pause, and a bad-input matrix over
 every command of the module (the internal ones included).
 
@@ -219,7 +220,7 @@ def cases_for(cmd, n, now):
         return [C(cmd, [key, LONG // 1000], free={0}, targets=[(key, "window", False)])]
     if cmd == "CL.THROTTLE":
         return [C(cmd, [key, 5, 10, 3600, 1], free={0}, targets=[(key, "gcra", False)])]
-    if cmd == "RL.GCRA":  # AT (explicit time) is in COMMAND DOCS, not in the README
+    if cmd == "RL.GCRA":  # AT (explicit time) is in COMMAND DOCS, not in the summary being checked
         return [C(cmd, [key, 10, LONG, "BURST", 20, "COST", 1, "WAIT", 100], free={0},
                   targets=[(key, "gcra", False)]),
                 C(cmd, [key, 10, LONG, "AT", now], free={0}, targets=[(key, "gcra", False)])]
@@ -412,7 +413,7 @@ def test_module_memory_is_counted_by_redis(servers):
 
 @pytest.mark.parametrize("policy", ["allkeys-lru", "allkeys-random"])
 def test_allkeys_eviction_removes_module_keys_and_the_server_stays_consistent(servers, policy):
-    """README (Memory and eviction): with allkeys-* policies module keys are
+    """docs/operations.md (Memory and eviction): with allkeys-* policies module keys are
     evicted like any other -- an evicted captcha, limiter or lock is simply gone
     (count, limit, lease reset) -- and the server stays consistent: survivors
     intact, lease timers of evicted locks harmless, a reload gives them back."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The documented install path, end to end: `make install` into a scratch root
 (DESTDIR), then a redis-server started from a config file whose only module
 line is the README's `loadmodule /usr/lib/redis/modules/mcaptcha_cache.so`

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The internal commands (LOCK.STATE, RL.GCRA_SET, RL.WINDOW_HIT, RL.WINDOW_SET,
 MCAPTCHA_CACHE.VISIT_AT, MCAPTCHA_CACHE.CAPTCHA_SET, MCAPTCHA_CACHE.CHALLENGE_SET)
 write any state they are given. Without the load option ``INTERNAL-COMMANDS yes``

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Every loader refuses every invalid field, by name.
 
 A DUMP of a real key is decoded into its module fields (the RDB module-value
@@ -172,3 +173,27 @@ def test_lock_loader_refuses_an_adjusted_concurrency_limit(server):
     fields[10] = (UINT, 0)
     r.restore("ok", 0, encode(header, fields, version))  # -3 on a lock of 1: size 0, loads
     assert r.execute_command("LOCK.INSPECT", "ok")[4:] == [-3, 0]
+
+
+# The leaky bucket's persisted form (captcha visits, window hits): last_ms, nslots, then
+# (slot, count) pairs. A count is 32-bit in memory: 2^32 and above are refused, never
+# truncated (2^32 + 3 would otherwise load as 3 visits); 2^32 - 1 itself loads.
+@pytest.mark.parametrize("count,loads", [(2 ** 32 - 1, True), (2 ** 32, False), (2 ** 32 + 3, False), (2 ** 64 - 1, False)])
+def test_bucket_slot_count_above_32_bits_is_refused(server, count, loads):
+    r = server.client()
+    r.execute_command("MCAPTCHA_CACHE.ADD_CAPTCHA", "a",
+                      '{"visitor_threshold":0,"levels":[{"visitor_threshold":2,"difficulty_factor":10}],"duration":30}')
+    for _ in range(3):
+        r.execute_command("MCAPTCHA_CACHE.ADD_VISITOR", "a")
+    header, fields, version = decode(r.dump("mcap:captcha::{a}"))
+    assert fields[-3:][1:] == [(UINT, fields[-2][1]), (UINT, 3)] and fields[-3] == (UINT, 1), fields
+    fields[-1] = (UINT, count)
+    payload = encode(header, fields, version)
+    if loads:
+        assert r.restore("mcap:captcha::{b}", 0, payload)
+        assert r.execute_command("MCAPTCHA_CACHE.GET", "b") == count
+    else:
+        with pytest.raises(redis.ResponseError) as e:
+            r.restore("mcap:captcha::{b}", 0, payload)
+        assert "Bad data format" in str(e.value)
+        assert r.exists("mcap:captcha::{b}") == 0

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Edges of waiting (WAIT) shared by every family (server/waitq.c):
 
 1. A waiter whose wait ends just as a release / lease end / capacity serves it
