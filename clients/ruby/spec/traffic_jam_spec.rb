@@ -53,12 +53,20 @@ RSpec.shared_examples "TrafficJam" do
       expect(TrafficJam.used(:requests_per_user, "user1")).to eq 0
     end
 
-    it "changing the cap: a lowered max caps the amount stored", at: :rlcore do
-      TrafficJam::Limit.new(:requests_per_user, "u", max: 10, period: 3600).increment(8)
+    it "changing the cap: a lowered max never counts above max (a full limit stays full)", at: :rlcore do
+      TrafficJam::Limit.new(:requests_per_user, "u", max: 10, period: 3600).increment(10)
       Timecop.travel(60)
       lower = TrafficJam::Limit.new(:requests_per_user, "u", max: 5, period: 3600)
       expect(lower.used).to eq 5
       expect(lower.increment(1)).to be false
+    end
+
+    it "changing the cap: the stored debt is time, so the amount scales with max (documented difference)",
+       at: :rlcore do
+      TrafficJam::Limit.new(:requests_per_user, "u", max: 10, period: 3600).increment(8)
+      Timecop.travel(60)
+      lower = TrafficJam::Limit.new(:requests_per_user, "u", max: 5, period: 3600)
+      expect(lower.used).to eq 4 # 7.83 * 5 / 10, rounded up; TrafficJam caps the amount: 5
     end
 
     it "changing the cap: a raised max raises what the stored debt stands for (documented difference)",
