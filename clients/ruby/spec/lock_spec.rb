@@ -206,6 +206,18 @@ RSpec.describe McaptchaCache::MultiLock do
     expect(redis.call("LOCK.INSPECT", "{a}:2")[3]).to eq []
   end
 
+  it "works on a Redis Cluster (redis-rb follows the MOVED redirection)", cluster: true do
+    10.times do |i|
+      keys = ["{t#{i}}:1", "{t#{i}}:2"]
+      m = described_class.new(cluster_redis, keys, lease: 5)
+      expect(m.acquire(wait: 0)).to be true
+      expect(m.extend(3)).to be_within(0.01).of(3.0)
+      expect(cluster_redis.call("LOCK.INSPECT", keys[1])[3][0][2]).to eq m.token
+      m.release
+      expect(cluster_redis.call("LOCK.INSPECT", keys[0])[3]).to eq []
+    end
+  end
+
   it "raises CrossSlot for keys of different slots" do
     expect { described_class.new(redis, %w[a b], lease: 5).acquire }.to raise_error(McaptchaCache::CrossSlot)
   end

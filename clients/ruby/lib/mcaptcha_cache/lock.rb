@@ -431,8 +431,8 @@ module McaptchaCache
 
   # Several exclusive locks of one hash slot (use a hash tag: "{acct}:1", "{acct}:2"), taken
   # all or none (LOCK.ACQUIRE_ALL), renewed and released together; one fencing token valid
-  # on every key. In Redis Cluster, redis-rb cannot route these commands (their keys are
-  # movable): use a standalone client for a MultiLock.
+  # on every key. In Redis Cluster, redis-rb cannot tell these commands' node (their keys are
+  # movable): it sends them to any primary and follows the MOVED redirection.
   class MultiLock < Lock
     attr_reader :keys
 
