@@ -1,7 +1,8 @@
 # frozen_string_literal: true
 
-# mcaptcha_cache.gemspec -- the gem: pure Ruby over redis-rb (>= 4.8); the file list is
-# read from the tree (no git needed), so `gem build` packs it offline.
+# mcaptcha_cache.gemspec -- the gem: pure Ruby over redis-rb 4.8 (its Redis::Cluster
+# included); the file list is read from the tree (no git needed), so `gem build` packs it
+# offline.
 # SPDX-License-Identifier: BSD-3-Clause
 require_relative "lib/mcaptcha_cache/version"
 
@@ -18,5 +19,5 @@ Gem::Specification.new do |spec|
   spec.required_ruby_version = ">= 3.1"
   spec.files = Dir.chdir(__dir__) { Dir["lib/**/*.rb"] + %w[README.md LICENSE mcaptcha_cache.gemspec] }
   spec.require_paths = ["lib"]
-  spec.add_dependency "redis", ">= 4.8", "< 6"
+  spec.add_dependency "redis", "~> 4.8"
 end
