@@ -1,9 +1,9 @@
 # frozen_string_literal: true
 
+# SPDX-License-Identifier: BSD-3-Clause
 # mcaptcha_cache.gemspec -- the gem: pure Ruby over redis-rb 4.8 (its Redis::Cluster
 # included); the file list is read from the tree (no git needed), so `gem build` packs it
 # offline.
-# SPDX-License-Identifier: BSD-3-Clause
 require_relative "lib/mcaptcha_cache/version"
 
 Gem::Specification.new do |spec|

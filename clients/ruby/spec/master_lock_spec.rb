@@ -1,9 +1,9 @@
 # frozen_string_literal: true
 
+# SPDX-License-Identifier: BSD-3-Clause
 # spec/master_lock_spec.rb -- MasterLock's documented behaviour, example by example (the
 # gem's own specs and YARD docs), on a standalone server and on a Redis Cluster; plus what
 # the module adds (fencing tokens, FIFO waiting on the server, the key's type).
-# SPDX-License-Identifier: BSD-3-Clause
 require_relative "spec_helper"
 require "mcaptcha_cache/master_lock"
 require "stringio"

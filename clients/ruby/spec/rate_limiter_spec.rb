@@ -1,9 +1,9 @@
 # frozen_string_literal: true
 
+# SPDX-License-Identifier: BSD-3-Clause
 # spec/rate_limiter_spec.rb -- the native rate-limit API: RateLimiter (GCRA, window, stored
 # policies, cost, wait, peek, refund, AT) and its Result (allowed?, remaining, retry_after,
 # reset_after in seconds); Policy; Captcha.
-# SPDX-License-Identifier: BSD-3-Clause
 require_relative "spec_helper"
 
 RSpec.describe McaptchaCache::RateLimiter do

@@ -1,9 +1,9 @@
 # frozen_string_literal: true
 
+# SPDX-License-Identifier: BSD-3-Clause
 # spec/spec_helper.rb -- the suite's setup: the gem from lib/, Timecop, the servers
 # (spec/support/servers.rb) and the helpers every spec uses (a fresh standalone client, a
 # Cluster client, flushing between examples).
-# SPDX-License-Identifier: BSD-3-Clause
 $LOAD_PATH.unshift File.expand_path("../lib", __dir__)
 require "mcaptcha_cache"
 require "timecop"

@@ -1,5 +1,6 @@
 # frozen_string_literal: true
 
+# SPDX-License-Identifier: BSD-3-Clause
 # spec/traffic_jam_spec.rb -- TrafficJam's documented behaviour, example by example (the
 # gem's README and its specs of Limit, LimitGroup, RollingLimit, GCRALimit, SimpleLimit,
 # LifetimeLimit and the configuration), on a standalone server and on a Redis Cluster.
@@ -8,7 +9,6 @@
 # Examples tagged `at: :rlcore` need AT on RL.GCRA_PEEK / RL.WINDOW_PEEK / RL.REFUND and the
 # finer rolling window (module work on branch rlcore): until that is merged into main they
 # fail with "unknown option 'AT'". They are not skipped.
-# SPDX-License-Identifier: BSD-3-Clause
 require_relative "spec_helper"
 require "mcaptcha_cache/traffic_jam"
 

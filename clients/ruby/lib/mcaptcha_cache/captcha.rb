@@ -1,9 +1,9 @@
 # frozen_string_literal: true
 
+# SPDX-License-Identifier: BSD-3-Clause
 # mcaptcha_cache/captcha.rb -- one mCaptcha captcha on the MCAPTCHA_CACHE.* commands:
 # difficulty levels over a leaky-bucket visitor count, and one-shot challenges. Durations
 # are whole seconds, as mCaptcha's.
-# SPDX-License-Identifier: BSD-3-Clause
 require "json"
 require_relative "common"
 

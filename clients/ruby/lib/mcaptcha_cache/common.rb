@@ -1,11 +1,11 @@
 # frozen_string_literal: true
 
+# SPDX-License-Identifier: BSD-3-Clause
 # mcaptcha_cache/common.rb -- what every class of the gem shares: sending a command and
 # mapping its error, seconds (floats) to the module's milliseconds, the process clock as
 # Unix ms (what `AT unix-ms` carries), and server-side waits split into rounds shorter than
 # redis-rb's read timeout, run on connections of their own so a blocked WAIT never holds up
 # the shared client (renewals, other threads).
-# SPDX-License-Identifier: BSD-3-Clause
 require "redis"
 require_relative "errors"
 

@@ -1,10 +1,10 @@
 # frozen_string_literal: true
 
+# SPDX-License-Identifier: BSD-3-Clause
 # mcaptcha_cache/lock.rb -- leased locks on LOCK.ACQUIRE / LOCK.EXTEND / LOCK.RELEASE:
 # Lock (a mutex with a fencing token, renewed by a background thread while held),
 # Semaphore (PERMITS n, TAKE k) and MultiLock (LOCK.*_ALL: several keys, all or none).
 # Times are seconds (Integer or Float); the module's milliseconds stay inside.
-# SPDX-License-Identifier: BSD-3-Clause
 require "securerandom"
 require_relative "common"
 

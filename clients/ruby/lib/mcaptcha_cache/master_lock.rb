@@ -1,12 +1,12 @@
 # frozen_string_literal: true
 
+# SPDX-License-Identifier: BSD-3-Clause
 # mcaptcha_cache/master_lock.rb -- `MasterLock`, the public API and documented behaviour of
 # Coinbase's MasterLock gem (configure/config, start/started?, synchronize, RedisLock),
 # on the module's leased locks instead of SET NX PX and Lua: waiting happens on the server
 # (LOCK.ACQUIRE ... WAIT, first come first served) in rounds shorter than redis-rb's read
 # timeout, each grant carries a fencing token, and a lease found lost is logged as an error.
 # Change `require 'master_lock'` to `require 'mcaptcha_cache/master_lock'`.
-# SPDX-License-Identifier: BSD-3-Clause
 require "logger"
 require "socket"
 require_relative "../mcaptcha_cache"

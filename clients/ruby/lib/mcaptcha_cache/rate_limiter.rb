@@ -1,9 +1,9 @@
 # frozen_string_literal: true
 
+# SPDX-License-Identifier: BSD-3-Clause
 # mcaptcha_cache/rate_limiter.rb -- rate limits on RL.GCRA and RL.WINDOW (their _PEEK and
 # RL.REFUND), the stored policies (RL.POLICY_*), and the Result every limiter returns:
 # allowed?, remaining, retry_after and reset_after in seconds (floats).
-# SPDX-License-Identifier: BSD-3-Clause
 require_relative "common"
 
 module McaptchaCache

@@ -1,12 +1,12 @@
 # frozen_string_literal: true
 
+# SPDX-License-Identifier: BSD-3-Clause
 # mcaptcha_cache/traffic_jam.rb -- `TrafficJam`, the public API and documented behaviour of
 # Coinbase's TrafficJam gem (configure/config, register, limit, the class-level helpers,
 # reset_all, Limit and its kinds, LimitGroup, the errors), on the module's rate limits
 # instead of Lua scripts. Change `require 'traffic_jam'` to `require 'mcaptcha_cache/traffic_jam'`.
 # Every amount carries the client's time: time: and the process clock reach the server as
 # AT unix-ms (so Timecop moves them too).
-# SPDX-License-Identifier: BSD-3-Clause
 require "digest/md5"
 require_relative "../mcaptcha_cache"
 

@@ -1,11 +1,11 @@
 # frozen_string_literal: true
 
+# SPDX-License-Identifier: BSD-3-Clause
 # spec/support/servers.rb -- real redis-server processes for the suite: one standalone
 # server and one 3-primary Redis Cluster (redis-cli --cluster create), each with the module
 # loaded, on free ports of 127.0.0.1, in temporary directories, killed at exit.
 # The module: $MCAPTCHA_MODULE (default <repo>/build/mcaptcha_cache.so); the server binary:
 # $REDIS_SERVER (default redis-server). Waits poll for states, never for a time.
-# SPDX-License-Identifier: BSD-3-Clause
 require "socket"
 require "tmpdir"
 require "fileutils"

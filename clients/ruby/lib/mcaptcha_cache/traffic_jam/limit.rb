@@ -1,11 +1,11 @@
 # frozen_string_literal: true
 
+# SPDX-License-Identifier: BSD-3-Clause
 # mcaptcha_cache/traffic_jam/limit.rb -- TrafficJam::Limit, a continuously regenerating
 # limit: the amount used falls at max/period per second and never counts above max. It is a
 # GCRA on the module (RL.GCRA / RL.GCRA_PEEK / RL.REFUND, all with AT = the process clock),
 # in fractions of a unit: the rate is max * scale per period, so an amount discounted by the
 # time since a past `time:` keeps its fraction.
-# SPDX-License-Identifier: BSD-3-Clause
 
 module TrafficJam
   # A limit on an (action, value) pair: +max+ per +period+ seconds, regenerating.

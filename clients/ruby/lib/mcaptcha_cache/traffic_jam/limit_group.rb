@@ -1,9 +1,9 @@
 # frozen_string_literal: true
 
+# SPDX-License-Identifier: BSD-3-Clause
 # mcaptcha_cache/traffic_jam/limit_group.rb -- TrafficJam::LimitGroup: several limits
 # incremented all or none (those already incremented are decremented at the same time when
 # a later one refuses), nested groups flattened.
-# SPDX-License-Identifier: BSD-3-Clause
 
 module TrafficJam
   # A group of limits (or groups) incremented together, all or none.

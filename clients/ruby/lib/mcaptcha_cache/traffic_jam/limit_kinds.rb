@@ -1,10 +1,10 @@
 # frozen_string_literal: true
 
+# SPDX-License-Identifier: BSD-3-Clause
 # mcaptcha_cache/traffic_jam/limit_kinds.rb -- TrafficJam's other limits: GCRALimit and
 # SimpleLimit (increment only, time ignored: a plain GCRA, RL.GCRA), RollingLimit (at most
 # max within any period: an exact sliding window, RL.WINDOW) and LifetimeLimit (at most max
 # ever: a plain counter).
-# SPDX-License-Identifier: BSD-3-Clause
 
 module TrafficJam
   # A GCRA limit (Generic Cell Rate Algorithm): increments only; +time:+ is ignored (the
