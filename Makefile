@@ -311,3 +311,14 @@ test-node:
 	    node -e "const m = require('mcaptcha-cache'); for (const k of ['Lock', 'Semaphore', 'MultiLock', 'RateLimiter', \
 	        'Captcha', 'SlidingWindowStore', 'LockLost', 'CrossSlot']) if (typeof m[k] !== 'function') throw new Error(k); \
 	        if (m.keySlot('123456789') !== 12739) throw new Error('keySlot'); console.log('npm pack: the tarball installs and loads')"
+
+# The Ruby client (clients/ruby, gem mcaptcha_cache): its rspec suite against $(MODULE), on a
+# standalone server and a 3-primary Redis Cluster that the specs start on free ports and kill
+# at the end; the suite also packs the gem offline (gem build). Needs the deps.sh group ruby.
+CLIENT_TESTS += test-ruby
+.PHONY: test-ruby deps-ruby
+deps-ruby:
+	@sh scripts/deps.sh build ruby
+test-ruby: deps-ruby
+	@$(MAKE) --no-print-directory $(MODULE)
+	cd clients/ruby && $(SERVER_ENV) MCAPTCHA_MODULE=$(CURDIR)/$(MODULE) rspec

@@ -1,7 +1,7 @@
 #!/bin/sh
 # SPDX-License-Identifier: BSD-3-Clause
 # deps.sh GROUP... -- install the Debian packages a make target needs, when missing.
-# Groups: build, run, test, bench, deb, fuzz, servers, python, node. Installs only as root; otherwise says what is missing.
+# Groups: build, run, test, bench, deb, fuzz, servers, python, node, ruby. Installs only as root; otherwise says what is missing.
 set -eu
 pkgs=
 for g in "$@"; do
@@ -14,6 +14,7 @@ for g in "$@"; do
         fuzz)  pkgs="$pkgs clang libclang-rt-14-dev" ;;
         python) pkgs="$pkgs python3 python3-redis python3-pytest python3-venv python3-mypy python3-limits python3-flask-limiter python3-flask" ;;
         node)  pkgs="$pkgs nodejs npm redis-server redis-tools" ;;
+        ruby)  pkgs="$pkgs ruby ruby-rubygems ruby-redis ruby-rspec ruby-timecop redis-server redis-tools" ;;
         servers) pkgs="$pkgs gcc make pkg-config libc6-dev dpkg-dev debian-archive-keyring libatomic1 libjemalloc2 liblzf1 libssl3 libsystemd0" ;;
         *) echo "deps.sh: unknown group $g" >&2; exit 2 ;;
     esac
