@@ -89,7 +89,6 @@
 #define RedisModule_DictGetC                            ValkeyModule_DictGetC
 #define RedisModule_DictIteratorStartC                  ValkeyModule_DictIteratorStartC
 #define RedisModule_DictIteratorStop                    ValkeyModule_DictIteratorStop
-#define RedisModule_DictNext                            ValkeyModule_DictNext
 #define RedisModule_DictNextC                           ValkeyModule_DictNextC
 #define RedisModule_DictSet                             ValkeyModule_DictSet
 #define RedisModule_DictSetC                            ValkeyModule_DictSetC
