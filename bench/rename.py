@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """RENAME of a held lock against an unheld one, at 1,000 and 1,000,000 keys, for `make bench`
 (issue #25 item 3): the server CPU per RENAME, counting the work a held lock's rename leaves
 for just after the command (its lease entry placed again), and the keys the module scanned

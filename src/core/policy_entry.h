@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* policy_entry.h -- one entry of the cluster-wide policy table: a definition
  * (or a deletion, a tombstone) with the version that orders it against the same
  * name's other versions, the hash that sums into the table's digest, and its

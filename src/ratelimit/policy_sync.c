@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* policy_sync.c -- the stored policies on every node of a cluster: the table
  * of policy.c travels over the cluster bus (RedisModule_SendClusterMessage),
  * so a slot that moves, a node that joins and a replica promoted later all

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* busfake.c -- a TEST-ONLY Redis module (never shipped) that sends arbitrary
  * cluster bus messages as if mcaptcha_cache sent them, for
  * tests/integration/ratelimit/test_policy_cluster.py: the policy sync of

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // One way to send the module's commands through either client library: ioredis (Redis and
 // Cluster) or node-redis v4+ (createClient and createCluster). The library depends on neither:
 // it recognises the client by its shape and calls its generic command entry point (ioredis

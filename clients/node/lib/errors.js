@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Typed errors of the client, and the mapping from the module's error replies to them.
 // ioredis (ReplyError) and node-redis (ErrorReply) both keep the server's message with its code
 // ("ERR ...", "WRONGTYPE ..."); mapError turns such an error into the narrowest class below and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // A store for express-rate-limit (its Store interface: init, increment, decrement, resetKey,
 // get, prefix, localKeys) backed by the module's exact sliding window (RL.WINDOW, RL.REFUND,
 // RL.WINDOW_PEEK), so an Express app switches from another store by changing its `store:` line.

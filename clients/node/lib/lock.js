@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Leased locks on LOCK.ACQUIRE / LOCK.RELEASE / LOCK.EXTEND / LOCK.INSPECT: Lock (a mutex),
 // Semaphore (n permits, a pool whose size can change), ReadWriteLock (shared or exclusive
 // holds). One instance is one holder with its own owner string, fencing token and renewal timer.

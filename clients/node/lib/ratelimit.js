@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Rate limiters on the module's RL.GCRA (a GCRA token bucket: rate per period, burst at once)
 // and RL.WINDOW (an exact sliding window: at most limit within any window), with a cost per
 // request, a wait on the server (WAIT, first come first served) and stored policies

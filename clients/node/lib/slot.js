@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Redis Cluster hash slots, computed in the client: CRC16 (XMODEM: polynomial 0x1021, initial
 // value 0) of the key's hash tag -- the bytes between the first '{' and the first '}' after it,
 // when that span is not empty -- or else of the whole key, modulo 16384, as the Cluster

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """A replica loading its primary's data diskless into a temporary db
 (repl-diskless-load swapdb) frees the old values on another thread, with no
 flush event: its lease entries must go with them, not stay stale (issue #25

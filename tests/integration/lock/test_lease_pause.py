@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Ended leases wait in one place while writes are paused (issue #25 item 4).
 
 With 20,000 leases ending during CLIENT PAUSE WRITE (what FAILOVER does) over

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Moving held locks costs what moving unheld ones does (issue #25 items 3, 5).
 
 RENAME, MOVE, COPY and SWAPDB of held locks never read the keyspace, on the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """SESSION holds follow their values (issue #25 items 1 and 2).
 
 A connection's SESSION bookkeeping lives exactly as long as its holds: leases

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Stored policies in Redis Cluster (#25 item 8): a policy set or deleted on
 any primary is in force on every node -- replicas, a node that joins later
 (CLUSTER MEET), a node that was down while it changed, a replica promoted

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Only a write signals its key (#25 item 6).
 
 The module sets REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED and signals a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Real servers for the tests: a standalone redis-server with the module, and a 3-primary Redis
 // Cluster made by `redis-cli --cluster create`, each node on free ports (the cluster bus port,
 // port + 10000, free as well) in a temporary directory, all killed at the end. The module comes
