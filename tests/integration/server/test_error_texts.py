@@ -45,6 +45,7 @@ OPTION_COMMANDS = {
     "RL.WINDOW_PEEK": (["ek", 10, 1000], WINDOW_PEEK),
     "RL.REFUND": (["ek", 1], "AT unix-ms"),
     CHALLENGE_SET: ([chkey("s", "c"), 5, 30], "PXAT unix-time-milliseconds"),
+    "MC.CHALLENGE_SET": ([chkey("s", "c"), 5, 30], "PXAT unix-time-milliseconds"),  # its short name
     "LOCK.INSPECT": (["ek"], "FULL"),
     "LOCK.ACQUIRE_ALL": ([2, "{ek}a", "{ek}b", "owner", 10000], "WRITE, SESSION, LOCKDELAY delay-ms, WAIT timeout-ms"),
     "LOCK.ADD_PERMITS": (["ek", 1], "PERMITS n"),
@@ -83,6 +84,7 @@ CASES = [
     ("RL.WINDOW_PEEK", ["BURST", 2], unknown("RL.WINDOW_PEEK", "BURST", WINDOW_PEEK)),
     ("RL.WINDOW_PEEK", ["WAIT", 2], unknown("RL.WINDOW_PEEK", "WAIT", WINDOW_PEEK)),
     (CHALLENGE_SET, ["EXAT", 1], unknown(CHALLENGE_SET, "EXAT", "PXAT unix-time-milliseconds")),
+    ("MC.CHALLENGE_SET", ["EXAT", 1], unknown("MC.CHALLENGE_SET", "EXAT", "PXAT unix-time-milliseconds")),
     (CHALLENGE_SET, ["EXAT"], unknown(CHALLENGE_SET, "EXAT", "PXAT unix-time-milliseconds")),
     # the option as sent (case kept), cut to 64 bytes, unprintable bytes as '?'
     ("RL.GCRA", ["foo", 1], unknown("RL.GCRA", "foo", GCRA)),
