@@ -45,7 +45,7 @@ for p in $patches; do
     if ! (cd "$dir" && patch -p1 --quiet --no-backup-if-mismatch <"$p") >"$log" 2>&1; then
         result="DOES NOT APPLY (update the patch)"
         status=1
-    elif ! (cd "$dir" && make --no-print-directory REDISMODULE_H="$REDISMODULE_H" build/mcaptcha_cache.so) >>"$log" 2>&1; then
+    elif ! (cd "$dir" && make -j2 --no-print-directory REDISMODULE_H="$REDISMODULE_H" build/mcaptcha_cache.so) >>"$log" 2>&1; then
         result="DOES NOT BUILD (fix the patch)"
         status=1
     else

@@ -97,6 +97,17 @@ def wait_one(server, r, key, owner, lease=60000, wait=20000):
 
 
 # ------------------------------------------------------------ immediate form
+def test_refusal_answers_when_the_last_taken_key_is_free(r):
+    """Keys taken with leases of 2 s and 60 s: the refusal's ms is the longer one (when
+    every key could be free), not the first key's nor the shortest."""
+    assert r.execute_command("LOCK.ACQUIRE", A, "x", 2000)[0] == 1
+    assert r.execute_command("LOCK.ACQUIRE", B, "y", 60000)[0] == 1
+    for keys in ([A, B, C], [B, A, C], [C, A, B]):
+        refused = acquire_all(r, keys, "bob", 30000)
+        assert refused[0] == 0 and refused[1] == -1
+        assert 50000 < refused[2] <= 60000, (keys, refused)
+
+
 def test_all_or_none_with_one_token(r):
     g = acquire_all(r, [A, B, C], "alice", 30000)
     assert g[0] == 1 and g[2] == 30000

@@ -221,6 +221,25 @@ def test_bad_load_arguments_refuse_to_load(servers, args, needle):
     assert needle in open(s.logfile, errors="replace").read(), args
 
 
+# Each numeric config's range ends as load arguments: min and max load (and read back),
+# min - 1 and max + 1 refuse to load with the range in the log.
+RANGES = [("max-captcha-config-bytes", 64, 16777216), ("max-challenge-json-bytes", 64, 1048576),
+          ("max-challenge-string-bytes", 1, 1048576), ("fencing-margin-ms", 0, 86400000)]
+
+
+@pytest.mark.parametrize("name,lo,hi", RANGES, ids=[r[0] for r in RANGES])
+def test_load_argument_range_ends(servers, name, lo, hi):
+    for v in (lo, hi):
+        s = servers.new(module_args=(name, v))
+        assert s.client().config_get("mcaptcha_cache." + name) == {"mcaptcha_cache." + name: str(v)}
+        s.stop()
+    for v in (lo - 1, hi + 1):
+        s = servers.new(start=False, module_args=(name, v))
+        with pytest.raises(ServerStartError):
+            s.start()
+        assert "needs an integer from %d to %d" % (lo, hi) in open(s.logfile, errors="replace").read(), (name, v)
+
+
 # --------------------------------------------------------------- redis.conf
 @pytest.fixture
 def conf_server(tmp_path, module_path):
