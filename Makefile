@@ -40,7 +40,7 @@ LDLIBS   := -ljansson
 CORE_SRC      := src/core/alloc.c src/core/bucket.c src/core/captcha.c src/core/gcra.c src/core/keyslot.c src/core/window.c \
                  src/core/lock.c src/core/histogram.c src/core/policy.c src/core/policy_entry.c
 SERVER_SRC    := src/server/args.c src/server/bucket_io.c src/server/clock.c src/server/cluster.c \
-                 src/server/commands.c src/server/config.c src/server/internal.c src/server/keys.c src/server/limitstats.c \
+                 src/server/commands.c src/server/config.c src/server/events.c src/server/internal.c src/server/keys.c src/server/limitstats.c \
                  src/server/replargs.c src/server/waitq.c
 CAPTCHA_SRC   := src/captcha/tracking.c src/captcha/captcha_cmd.c src/captcha/captcha_info.c src/captcha/captcha_type.c \
                  src/captcha/legacy_type.c src/captcha/module_list.c

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "captcha/captcha_glue.h"
+#include "server/events.h"
 
 #define LEGACY_BUCKET_TYPE_NAME "mcaptbuck"
 #define LEGACY_SAFETY_TYPE_NAME "mcaptsafe"
@@ -182,5 +183,5 @@ int legacy_type_register(RedisModuleCtx *ctx) {
     LegacyBucketType = RedisModule_CreateDataType(ctx, LEGACY_BUCKET_TYPE_NAME, LEGACY_ENCVER, &tm);
     LegacySafetyType = RedisModule_CreateDataType(ctx, LEGACY_SAFETY_TYPE_NAME, LEGACY_ENCVER, &tm);
     if (!LegacyBucketType || !LegacySafetyType) return REDISMODULE_ERR;
-    return RedisModule_SubscribeToServerEvent(ctx, RedisModuleEvent_Loading, on_loading);
+    return mc_on_loading(ctx, on_loading);
 }

@@ -42,6 +42,7 @@
 
 #include "lock/fencing.h"
 #include "server/clock.h"
+#include "server/events.h"
 #include "server/waitq.h"
 
 #define PAUSE_POLL_MS 10
@@ -576,7 +577,7 @@ int leases_init(RedisModuleCtx *ctx, lease_end_fn on_end) {
     lock_free_hook = lock_freed;
     if (RedisModule_SubscribeToServerEvent(ctx, RedisModuleEvent_FlushDB, on_flush) == REDISMODULE_ERR ||
         RedisModule_SubscribeToServerEvent(ctx, RedisModuleEvent_SwapDB, on_swapdb) == REDISMODULE_ERR ||
-        RedisModule_SubscribeToServerEvent(ctx, RedisModuleEvent_Loading, on_loading) == REDISMODULE_ERR)
+        mc_on_loading(ctx, on_loading) == REDISMODULE_ERR)
         return REDISMODULE_ERR;
     return RedisModule_SubscribeToServerEvent(ctx, RedisModuleEvent_ReplicationRoleChanged, on_role_change);
 }

@@ -9,7 +9,10 @@ before their primary, so a newer build must accept every internal command an old
 sent or wrote (docs/operations.md). Both are replayed here, with the default module
 arguments (internal commands closed to clients: only replication and AOF loading may run
 them): the AOF loaded at startup, and the stream sent by a primary played by this test to
-a real replica after a full sync of an empty RDB. The state must be exactly the recorded one.
+a real replica after a full sync of an empty RDB. The state must be exactly the recorded one:
+the same digest and expiry for every key, and the same DUMP bytes for every key whose type
+is still saved in the encoding the recorded build used (sliding windows, `mcap-wndw`, are
+saved at encoding version 2 since 0.2.0: for them the digest stands for the DUMP).
 """
 
 import glob
@@ -36,6 +39,19 @@ def _want(tag):
     for v in keys.values():
         v["dump"] = v["dump"][:-20]
     return keys
+
+
+# Types saved in a newer encoding than the recorded builds': their DUMP differs by design.
+REENCODED = {b"mcap-wndw"}
+
+
+def _assert_replayed(c, tag):
+    got, want = _state(c), _want(tag)
+    for k, v in got.items():
+        if c.type(k) in REENCODED:
+            v.pop("dump")
+            want.get(k, {}).pop("dump", None)
+    assert got == want
 
 
 def _state(c):
@@ -67,7 +83,7 @@ def test_old_aof_loads_exactly(servers, tmp_path, tag):
     shutil.copyfile(os.path.join(FIXTURES, "aof-%s.aof" % tag), str(d / "appendonly.aof"))
     s = servers.new(name="aof-" + tag, dir=str(d), module_args=(), appendonly=True, aof_preamble=False)
     c = s.client()
-    assert _state(c) == _want(tag)
+    _assert_replayed(c, tag)
 
 
 class _OldPrimary:
@@ -126,7 +142,7 @@ def test_old_stream_replays_on_replica(servers, tag):
         c = r.client()
         wait_until(lambda: old.error is not None or c.exists("fixture:end"), "the stream replayed", timeout=20)
         assert old.error is None
-        assert _state(c) == _want(tag)
+        _assert_replayed(c, tag)
     finally:
         old.close()
 
