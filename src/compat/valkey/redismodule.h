@@ -44,6 +44,7 @@
 #define RedisModuleDictIter                             ValkeyModuleDictIter
 #define RedisModuleDigest                               ValkeyModuleDigest
 #define RedisModuleEvent                                ValkeyModuleEvent
+#define RedisModuleEventCallback                        ValkeyModuleEventCallback
 #define RedisModuleFlushInfo                            ValkeyModuleFlushInfo
 #define RedisModuleIO                                   ValkeyModuleIO
 #define RedisModuleInfoCtx                              ValkeyModuleInfoCtx
