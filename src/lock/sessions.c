@@ -96,7 +96,9 @@ void session_add(RedisModuleCtx *ctx, uint64_t client_id, lockv *l, const char *
     nentries++;
 }
 
-void session_sync(lockv *l) {
+/* lock_commit_sessions_hook: after a change to `l`, its entries whose holder is
+ * gone (released, lease ended) go. */
+static void session_sync(lockv *l) {
     session_entry *e = l->sessions, *next;
     for (; e; e = next) {
         next = e->vnext;
@@ -195,5 +197,6 @@ static void on_client_change(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t s
 int sessions_init(RedisModuleCtx *ctx) {
     sessions = RedisModule_CreateDict(NULL);
     lease_value_gone_hook = value_gone;
+    lock_commit_sessions_hook = session_sync;
     return RedisModule_SubscribeToServerEvent(ctx, RedisModuleEvent_ClientChange, on_client_change);
 }

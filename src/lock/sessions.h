@@ -19,9 +19,6 @@ int sessions_init(RedisModuleCtx *ctx);
  * holders of l). */
 void session_add(RedisModuleCtx *ctx, uint64_t client_id, lockv *l, const char *owner, size_t len);
 
-/* After a change to `l` (state.c's commits): its entries whose holder is gone
- * (released, lease ended) go. O(1) when l has none. */
-void session_sync(lockv *l);
 
 /* SESSION entries alive (INFO session_entries). */
 long long sessions_entries(void);

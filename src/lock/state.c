@@ -4,7 +4,6 @@
 
 #include "core/decimal.h"
 #include "lock/leases.h"
-#include "lock/sessions.h"
 #include "server/args.h"
 #include "server/keys.h"
 #include "server/replargs.h"
@@ -92,9 +91,11 @@ static void replicate_state(RedisModuleCtx *ctx, RedisModuleString *keyname, con
     mc_iarg_release(&permits);
 }
 
+void (*lock_commit_sessions_hook)(lockv *l);
+
 void lock_commit(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleString *keyname, lockv *l, uint64_t now_ms) {
     RedisModule_SignalModifiedKey(ctx, keyname); /* a write signals its key (module.c) */
-    if (l->sessions) session_sync(l);
+    if (l->sessions) lock_commit_sessions_hook(l);
     if (l->ephemeral && l->nholders == 0) {
         RedisModule_DeleteKey(key);
         RedisModule_Replicate(ctx, "DEL", "s", keyname); /* its lease entry went with the value */
@@ -107,7 +108,7 @@ void lock_commit(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleString *ke
 void lock_commit_verbatim(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleString *keyname, lockv *l,
                           uint64_t now_ms, int ctx_flags) {
     RedisModule_SignalModifiedKey(ctx, keyname); /* a write signals its key (module.c) */
-    if (l->sessions) session_sync(l);
+    if (l->sessions) lock_commit_sessions_hook(l);
     if (l->ephemeral && l->nholders == 0) {
         RedisModule_DeleteKey(key);
     } else if (ctx_flags & REDISMODULE_CTX_FLAGS_SLAVE) {

@@ -65,4 +65,9 @@ int lock_replayed(int ctx_flags);
  * serve waiters when something ended. Returns how many ended. */
 uint32_t lock_expire_leases(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleString *keyname, uint64_t now_ms);
 
+/* Called by every commit of a value that has SESSION entries (l->sessions):
+ * set by sessions.c, which drops the entries whose holder is gone. The hook
+ * keeps the dependency one way (sessions.c commits through this file). */
+extern void (*lock_commit_sessions_hook)(lockv *l);
+
 #endif
