@@ -1,11 +1,12 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """One version, everywhere: VERSION holds it (x.y.z), and the module's MODULE LIST version
 (MMmmpp: 0.2.0 is 200, from src/module.c's defines), the Python client
-(clients/python/pyproject.toml and mcaptcha_cache.__version__), the Debian package
+(clients/python/pyproject.toml and mcaptcha_cache.__version__, the Ruby gem, the npm package), the Debian package
 (debian/changelog's top entry) and CHANGELOG.md's newest version heading all agree with it.
 A release changes VERSION and each of these together."""
 
 import os
+import json
 import re
 import tomllib
 
@@ -48,6 +49,14 @@ def test_python_client_agrees():
     assert meta["version"] == version()
     m = re.search(r'^__version__ = "([^"]+)"', read("clients", "python", "mcaptcha_cache", "__init__.py"), re.M)
     assert m and m.group(1) == version()
+
+
+def test_ruby_and_node_clients_agree():
+    m = re.search(r'^\s*VERSION = "([^"]+)"', read("clients", "ruby", "lib", "mcaptcha_cache", "version.rb"), re.M)
+    assert m and m.group(1) == version()
+    pkg = json.loads(read("clients", "node", "package.json"))
+    lock = json.loads(read("clients", "node", "package-lock.json"))
+    assert pkg["version"] == lock["version"] == lock["packages"][""]["version"] == version()
 
 
 def test_debian_changelog_top_entry_agrees():
