@@ -657,14 +657,19 @@ def test_window_memory_usage(r):
         figures[name] = r.memory_usage(key)
     for name, v in figures.items():
         print("MEMORY USAGE %s: %d bytes" % (name, v))
+    # The server's own part of a key (object, embedded name, expire) differs
+    # between servers and even between runs of one: Redis 8.0 answered 152 and
+    # 168 bytes for the same one-hit key. 192 leaves room for that and still
+    # fails a window that allocated a ring of its 256 slots (2 KiB).
+    key_part = 192
     assert figures["gcra key"] <= 128
-    assert figures["window 1000 ms, 1 hit"] <= 160
+    assert figures["window 1000 ms, 1 hit"] <= key_part
     # core/window.h: 8 bytes per slot that holds hits, the array at most the
     # window's slots (window / w + 2, w = min(window/256, 1 s)), whatever the traffic
     for name, window, n, _ in cases:
         w = max(1, window // 256)
         w = w if w <= 1000 else 1000
-        bound = 160 + 8 * (window // w + 2)
+        bound = key_part + 8 * (window // w + 2)
         assert figures[name] <= bound, "%s: MEMORY USAGE %d > %d" % (name, figures[name], bound)
     assert figures["window 1000 ms, 10000 hits"] <= 4096
     assert figures["window 1 h, 20000 hits"] <= 32 * 1024
