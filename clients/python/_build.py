@@ -6,8 +6,8 @@ Why: setuptools older than 70.1 builds wheels only with the separate ``wheel`` p
 ``pip install ./clients/python`` failed with ``invalid command 'bdist_wheel'`` on a python3
 without it (Debian 12's venvs, for one), and pip's isolated build needs a package index. This
 backend needs nothing but the standard library: it zips ``mcaptcha_cache/`` with its
-``.dist-info`` (wheel), packs the sources (sdist), and writes an editable wheel (a ``.pth``
-pointing here) for ``pip install -e``. The metadata comes from ``pyproject.toml``'s
+``.dist-info`` (wheel; ``LICENSE`` included), packs the sources (sdist), and writes an editable
+wheel (a ``.pth`` pointing here) for ``pip install -e``. The metadata comes from ``pyproject.toml``'s
 ``[project]`` table (read with ``tomllib`` where there is one, else a small reader for the
 flat ``key = value`` lines that table uses).
 """
@@ -100,7 +100,7 @@ def _write_wheel(wheel_directory, files):
         (info + "/WHEEL", b"Wheel-Version: 1.0\nGenerator: mcaptcha-cache _build\n"
                           b"Root-Is-Purelib: true\nTag: py3-none-any\n"),
         (info + "/top_level.txt", (PACKAGE + "\n").encode()),
-    ]
+    ] + _license_files(info + "/")
     record = "".join("%s,%s,%d\n" % (n, _record_hash(d), len(d)) for n, d in files)
     record += info + "/RECORD,,\n"
     name = dist + "-py3-none-any.whl"
@@ -109,6 +109,15 @@ def _write_wheel(wheel_directory, files):
             z.writestr(n, d)
         z.writestr(info + "/RECORD", record)
     return name
+
+
+def _license_files(prefix):
+    """The LICENSE file (BSD-3-Clause, the repository root's text), under prefix."""
+    path = os.path.join(HERE, "LICENSE")
+    if not os.path.isfile(path):
+        return []
+    with open(path, "rb") as f:
+        return [(prefix + "LICENSE", f.read())]
 
 
 def _package_files():
@@ -150,7 +159,7 @@ def build_sdist(sdist_directory, config_settings=None):
     base = _dist(p)
     name = base + ".tar.gz"
     files = _package_files() + [(n, open(os.path.join(HERE, n), "rb").read())
-                                for n in ("pyproject.toml", "_build.py", "README.md")
+                                for n in ("pyproject.toml", "_build.py", "README.md", "LICENSE")
                                 if os.path.isfile(os.path.join(HERE, n))]
     files.append(("PKG-INFO", metadata.encode("utf-8")))
     with tarfile.open(os.path.join(sdist_directory, name), "w:gz", format=tarfile.PAX_FORMAT) as t:

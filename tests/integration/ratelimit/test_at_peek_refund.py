@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """AT on the peeks and on RL.REFUND, and the fine window (a hit is gone at most
-one second after its period), docs/ratelimit-changes.md.
+one second after its period), docs/ratelimit.md ("AT on the peeks and on RL.REFUND", "The sliding window").
 
 - RL.GCRA_PEEK / RL.WINDOW_PEEK ... AT t answer exactly what RL.GCRA /
   RL.WINDOW ... AT t would (the write is sent right after, in one transaction),

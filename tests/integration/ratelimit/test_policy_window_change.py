@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """A stored WINDOW policy whose window changes keeps working on the keys that
-use it (#25 item 7, docs/ratelimit-changes.md):
+use it (#25 item 7, docs/ratelimit.md, "Changing a stored WINDOW policy's window"):
 
 - the hits still counting are carried into the new window, each at the latest
   time it can have been taken (never earlier), so a key never admits more than

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""redis-cell users switch in place (#24 item 9, docs/ratelimit-changes.md).
+"""redis-cell users switch in place (#24 item 9, docs/ratelimit.md, "Switching from redis-cell").
 
 redis-cell (brandur/redis-cell, src/cell/store.rs and src/cell/mod.rs) keeps each
 limiter in the user's own key as a plain string: the TAT as a decimal integer of
