@@ -48,8 +48,8 @@ RATELIMIT_SRC := src/ratelimit/count_cmd.c src/ratelimit/limiter.c src/ratelimit
                  src/ratelimit/policy.c src/ratelimit/policy_sync.c src/ratelimit/ratelimit_info.c src/ratelimit/ratelimit_state_cmd.c \
                  src/ratelimit/ratelimit_type.c
 LOCK_SRC      := src/lock/acks.c src/lock/acquire.c src/lock/fencing.c src/lock/inspect.c src/lock/leases.c src/lock/lock_cmd.c \
-                 src/lock/lock_info.c src/lock/lock_type.c src/lock/multi.c src/lock/pool_cmd.c src/lock/sessions.c \
-                 src/lock/state.c
+                 src/lock/lock_info.c src/lock/lock_type.c src/lock/multi.c src/lock/pool_cmd.c src/lock/renames.c \
+                 src/lock/sessions.c src/lock/state.c
 GLUE_SRC := $(SERVER_SRC) $(CAPTCHA_SRC) $(RATELIMIT_SRC) $(LOCK_SRC) src/module.c
 CORE_OBJ := $(CORE_SRC:src/%.c=$(BUILD)/%.o)
 GLUE_OBJ := $(GLUE_SRC:src/%.c=$(BUILD)/%.o)
@@ -240,7 +240,7 @@ bench-instr: deps-bench
 	@$(MAKE) --no-print-directory $(MODULE) $(FLOOR_MODULE) $(CGCTL_MODULE)
 	FLOOR_MODULE=$(CURDIR)/$(FLOOR_MODULE) CGCTL_MODULE=$(CURDIR)/$(CGCTL_MODULE) $(PYTHON) bench/instr.py
 
-# About 3 minutes on 2 cores (157-184 s of measuring in the last runs) after bench-instr, plus installing
+# About 5-6 minutes of measuring on 2 cores (331 s in the last run) after bench-instr, plus installing
 # gnuplot and the Node.js packages on a first run; writes bench/results.json and bench/chart.png (see bench/README.md).
 bench: deps-bench
 	@$(MAKE) --no-print-directory bench-instr

@@ -15,13 +15,14 @@
  *     was freed by then and is no longer on the list;
  *   - one found nowhere was renamed: Redis 7.0's module API says nothing of a
  *     RENAME's new name without a keyspace-event subscription (which would tax
- *     every DEL), so the entry goes on the `lost` list, still armed. The next
- *     lock command that opens the value by its new name places it in O(1)
- *     (lease_seen); only a lost value that nothing opened before it must be
- *     written (its lease ends, its session closes, a promotion) is looked for
- *     by one scan of the keyspace for every lost value at once (INFO
- *     lease_keys_scanned counts the keys it read). A replica never scans for a
- *     rename: it needs the place only once promoted;
+ *     every DEL). With the config lock-follow-renames on, a command filter
+ *     records each RENAME (renames.h) and the value is looked for at its
+ *     destination (follow_rename). Otherwise the entry goes on the `lost`
+ *     list, still armed: the next lock command that opens the value by its new
+ *     name places it in O(1) (lease_seen); a lost value that nothing opened
+ *     before it must be written (lease end, session close) is looked for by
+ *     one scan of the keyspace for every lost value at once (INFO
+ *     lease_keys_scanned). A replica never scans: only a promoted one does;
  *   - SWAPDB and FLUSHDB/FLUSHALL come as server events; the start of a
  *     replica's load drops every entry (a diskless load into a temporary db
  *     frees the old values on another thread, without a flush event).
@@ -41,6 +42,7 @@
 #include <string.h>
 
 #include "lock/fencing.h"
+#include "lock/renames.h"
 #include "server/clock.h"
 #include "server/events.h"
 #include "server/waitq.h"
@@ -57,6 +59,7 @@ enum { PLACED, PENDING, LOST };
 typedef struct lease_timer {
     int db;                 /* where the value was last seen */
     RedisModuleString *key; /* its name there; NULL when not known */
+    RedisModuleString *to;  /* where the RENAME that moved it away sent it, when known */
     lockv *value;           /* live while the entry is (the free callback forgets it) */
     RedisModuleTimerID timer;
     int armed;   /* never StopTimer the timer whose callback is running: Redis frees it after */
@@ -79,7 +82,7 @@ static lease_timer *timers; /* every entry, armed (primary) or tracked (replica)
 static long long ntimers;
 static tlist pending, lost, paused_list;
 static int pending_timer_armed, pause_timer_armed;
-static long long keys_scanned, pause_wakeups;
+static long long keys_scanned, pause_wakeups, renames_followed;
 
 static void lease_timer_fired(RedisModuleCtx *ctx, void *data);
 static void process_pending(RedisModuleCtx *ctx, void *data);
@@ -143,6 +146,7 @@ static void forget_entry(lease_timer *t, int value_ok) {
     if (t->next) t->next->prev = t->prev;
     ntimers--;
     if (t->key) RedisModule_FreeString(NULL, t->key);
+    if (t->to) RedisModule_FreeString(NULL, t->to);
     RedisModule_Free(t);
 }
 
@@ -181,6 +185,12 @@ static lease_timer *entry_of(lockv *l, int db, const RedisModuleString *key) {
     return t;
 }
 
+/* Forget where `t`'s value was renamed to. */
+static void drop_to(lease_timer *t) {
+    if (t->to) RedisModule_FreeString(NULL, t->to);
+    t->to = NULL;
+}
+
 /* Note that `t`'s value is at (db, key). */
 static void set_place(lease_timer *t, int db, const RedisModuleString *key) {
     if (t->key == NULL || t->db != db || RedisModule_StringCompare(t->key, (RedisModuleString *)key) != 0) {
@@ -189,6 +199,7 @@ static void set_place(lease_timer *t, int db, const RedisModuleString *key) {
         t->db = db;
         if (old) RedisModule_FreeString(NULL, old);
     }
+    drop_to(t);
     set_state(t, PLACED);
 }
 
@@ -260,9 +271,30 @@ static lockv *value_at(RedisModuleCtx *ctx, int db, RedisModuleString *keyname, 
     return l;
 }
 
+/* `t`'s value, not under its last name in any db, was renamed: look for it in
+ * its db at the destination its RENAME recorded (renames.h), then at every
+ * recorded destination of its last name, newest first (a RENAME queued in a
+ * MULTI). 1 when found and placed. `t` is held. */
+static int follow_rename(RedisModuleCtx *ctx, lease_timer *t) {
+    RedisModuleString *to = t->to;
+    t->to = NULL;
+    lockv *l = to ? value_at(ctx, t->db, to, t->value) : NULL;
+    if (l && !t->dead) arm_here(ctx, to, l);
+    if (to) RedisModule_FreeString(NULL, to);
+    int pos = 0;
+    const RedisModuleString *name;
+    while (!l && !t->dead && t->key && (name = renames_next(t->key, &pos)) != NULL) {
+        l = value_at(ctx, t->db, (RedisModuleString *)name, t->value);
+        if (l && !t->dead) arm_here(ctx, (RedisModuleString *)name, l);
+    }
+    if (!l || t->dead) return 0;
+    renames_followed++;
+    return 1;
+}
+
 /* Look for every pending value under its last name, then under that name in
- * the other databases (MOVE); one found nowhere was renamed: lost. O(pending x
- * databases), never the keyspace. */
+ * the other databases (MOVE), then where a recorded RENAME sent it; one found
+ * nowhere is lost. O(pending x (databases + RENAME_HINTS)), never the keyspace. */
 static void drain_pending(RedisModuleCtx *ctx) {
     int saved = RedisModule_GetSelectedDb(ctx);
     lease_timer *t;
@@ -282,6 +314,7 @@ static void drain_pending(RedisModuleCtx *ctx) {
                 arm_here(ctx, t->key, l);
             }
         }
+        if (!found && !t->dead) follow_rename(ctx, t);
         release(t);
     }
     RedisModule_SelectDb(ctx, saved);
@@ -465,6 +498,10 @@ static void lock_unlinked(lockv *l, int db, const RedisModuleString *key) {
         t->db = db;
         if (old) RedisModule_FreeString(NULL, old);
     }
+    /* A RENAME running now recorded its destination last (renames.h). */
+    const RedisModuleString *to = key ? renames_latest(key) : NULL;
+    drop_to(t);
+    if (to) t->to = RedisModule_CreateStringFromString(NULL, to);
     set_state(t, PENDING);
     arm_pending_timer();
 }
@@ -566,6 +603,7 @@ void leases_counters(leases_stats *out) {
     out->paused = paused_list.n;
     out->keys_scanned = keys_scanned;
     out->pause_wakeups = pause_wakeups;
+    out->renames_followed = renames_followed;
 }
 
 int leases_init(RedisModuleCtx *ctx, lease_end_fn on_end) {
@@ -577,7 +615,7 @@ int leases_init(RedisModuleCtx *ctx, lease_end_fn on_end) {
     lock_free_hook = lock_freed;
     if (RedisModule_SubscribeToServerEvent(ctx, RedisModuleEvent_FlushDB, on_flush) == REDISMODULE_ERR ||
         RedisModule_SubscribeToServerEvent(ctx, RedisModuleEvent_SwapDB, on_swapdb) == REDISMODULE_ERR ||
-        mc_on_loading(ctx, on_loading) == REDISMODULE_ERR)
+        mc_on_loading(ctx, on_loading) == REDISMODULE_ERR || renames_init(ctx) == REDISMODULE_ERR)
         return REDISMODULE_ERR;
     return RedisModule_SubscribeToServerEvent(ctx, RedisModuleEvent_ReplicationRoleChanged, on_role_change);
 }

@@ -299,6 +299,7 @@ void lock_info(RedisModuleInfoCtx *ctx) {
     RedisModule_InfoAddFieldLongLong(ctx, "lease_timers", ls.tracked);
     RedisModule_InfoAddFieldLongLong(ctx, "leases_moved_pending", ls.pending + ls.lost);
     RedisModule_InfoAddFieldLongLong(ctx, "lease_keys_scanned", ls.keys_scanned);
+    RedisModule_InfoAddFieldLongLong(ctx, "lease_renames_followed", ls.renames_followed);
     RedisModule_InfoAddFieldLongLong(ctx, "leases_paused", ls.paused);
     RedisModule_InfoAddFieldLongLong(ctx, "lease_pause_wakeups", ls.pause_wakeups);
     RedisModule_InfoAddFieldLongLong(ctx, "session_entries", sessions_entries());

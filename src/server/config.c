@@ -32,7 +32,7 @@ typedef struct bool_config {
     unsigned flags;
 } bool_config;
 
-enum { INTERNAL_COMMANDS, MODULE_LIST_FIRST, BOOL_CONFIGS };
+enum { INTERNAL_COMMANDS, MODULE_LIST_FIRST, LOCK_FOLLOW_RENAMES, BOOL_CONFIGS };
 
 static bool_config bools[BOOL_CONFIGS] = {
     /* PROTECTED (like `dir`): CONFIG SET changes it only where the server runs
@@ -40,9 +40,11 @@ static bool_config bools[BOOL_CONFIGS] = {
      * default `no` leaves it to redis.conf and the load arguments. */
     [INTERNAL_COMMANDS] = {"internal-commands", 0, REDISMODULE_CONFIG_PROTECTED},
     [MODULE_LIST_FIRST] = {"module-list-first", 0, REDISMODULE_CONFIG_DEFAULT},
+    [LOCK_FOLLOW_RENAMES] = {"lock-follow-renames", 0, REDISMODULE_CONFIG_DEFAULT},
 };
 
 static int (*module_list_apply)(int on);
+static int (*follow_renames_apply)(int on);
 
 uint64_t mc_config_fencing_margin_us(void) {
     return (uint64_t)nums[FENCING_MARGIN_MS].value * 1000;
@@ -54,6 +56,14 @@ int mc_config_module_list_first(void) {
 
 void mc_config_on_module_list_first(int (*apply)(int on)) {
     module_list_apply = apply;
+}
+
+int mc_config_lock_follow_renames(void) {
+    return bools[LOCK_FOLLOW_RENAMES].value;
+}
+
+void mc_config_on_lock_follow_renames(int (*apply)(int on)) {
+    follow_renames_apply = apply;
 }
 
 /* Hand the captcha limits to the core. */
@@ -85,7 +95,9 @@ static int get_bool(const char *name, void *privdata) {
 static int set_bool(const char *name, int val, void *privdata, RedisModuleString **err) {
     (void)name;
     bool_config *c = privdata;
-    if (c == &bools[MODULE_LIST_FIRST] && module_list_apply && module_list_apply(val) != REDISMODULE_OK) {
+    int (*apply)(int) = c == &bools[MODULE_LIST_FIRST] ? module_list_apply
+                        : c == &bools[LOCK_FOLLOW_RENAMES] ? follow_renames_apply : NULL;
+    if (apply && apply(val) != REDISMODULE_OK) {
         const char *msg = "could not register the command filter";
         *err = RedisModule_CreateString(NULL, msg, strlen(msg));
         return REDISMODULE_ERR;
@@ -139,7 +151,8 @@ static int parse_load_args(RedisModuleCtx *ctx, RedisModuleString **argv, int ar
         if (!found) {
             RedisModule_Log(ctx, "warning",
                             "mcaptcha_cache: unknown load option '%s' (known, each followed by its value: "
-                            "internal-commands yes|no, module-list-first yes|no, max-captcha-config-bytes n, "
+                            "internal-commands yes|no, module-list-first yes|no, lock-follow-renames yes|no, "
+                            "max-captcha-config-bytes n, "
                             "max-challenge-json-bytes n, max-challenge-string-bytes n, fencing-margin-ms n)",
                             name);
             return REDISMODULE_ERR;

@@ -14,6 +14,10 @@
  *                                                       needs enable-protected-configs yes|local
  *   module-list-first              no  yes|no           MODULE LIST shows mcaptcha_cache first
  *                                                       (captcha/module_list.c)
+ *   lock-follow-renames            no  yes|no           a command filter records RENAMEs, so that
+ *                                                       a renamed held lock is placed without a
+ *                                                       scan of the keyspace (lock/renames.h); it
+ *                                                       costs every command ~100 instructions
  *
  * A loadmodule argument becomes the config's registered default; a redis.conf
  * line or MODULE LOADEX's CONFIG, applied by RedisModule_LoadConfigs, wins over
@@ -43,6 +47,12 @@ uint64_t mc_config_fencing_margin_us(void);
 
 /* module-list-first. */
 int mc_config_module_list_first(void);
+
+/* lock-follow-renames. */
+int mc_config_lock_follow_renames(void);
+
+/* The lock family's handler of a lock-follow-renames change (as below). */
+void mc_config_on_lock_follow_renames(int (*apply)(int on));
 
 /* The captcha family's handler of a module-list-first change (CONFIG SET after
  * the load): REDISMODULE_OK, or REDISMODULE_ERR to refuse the new value. */

@@ -21,7 +21,7 @@ from mcap import wait_for
 
 SECTION = "mcaptcha_cache_locks"
 FIELDS = ["grants", "waits", "timeouts", "leases_expired_while_held", "waiters", "max_queue_length", "lease_timers",
-          "leases_moved_pending", "lease_keys_scanned", "leases_paused", "lease_pause_wakeups", "session_entries",
+          "leases_moved_pending", "lease_keys_scanned", "lease_renames_followed", "leases_paused", "lease_pause_wakeups", "session_entries",
           "wait_samples", "wait_ms_p50", "wait_ms_p99", "wait_ms_max",
           "hold_samples", "hold_ms_p50", "hold_ms_p99", "hold_ms_max"]
 

@@ -14,7 +14,7 @@ import time
 import pytest
 import redis
 
-from servers import ConfigFileServer, ServerStartError, raw_command
+from servers import ConfigFileServer, ServerStartError, raw_command, wait_until
 
 DEFAULTS = {
     "max-captcha-config-bytes": "16384",
@@ -23,6 +23,7 @@ DEFAULTS = {
     "fencing-margin-ms": "10000",
     "internal-commands": "no",
     "module-list-first": "no",
+    "lock-follow-renames": "no",
 }
 PREFIX = "mcaptcha_cache."
 
@@ -172,6 +173,7 @@ def test_fencing_margin_set_and_read_back(servers):
     ("fencing-margin-ms", "86400001", "between 0 and 86400000"),
     ("fencing-margin-ms", "1.5", "integer"),
     ("module-list-first", "maybe", "yes"),
+    ("lock-follow-renames", "on", "yes"),
 ])
 def test_invalid_values_refused(servers, name, value, needle):
     s = servers.new(module_args=(), config={"enable-protected-configs": "yes"})
@@ -212,6 +214,7 @@ def test_load_arguments(servers):
     (("fencing-margin-ms", "soon"), "load option FENCING-MARGIN-MS needs an integer from 0 to 86400000"),
     (("max-challenge-json-bytes",), "load option MAX-CHALLENGE-JSON-BYTES needs an integer"),
     (("module-list-first", "1"), "MODULE-LIST-FIRST needs the value yes or no"),
+    (("lock-follow-renames", "true"), "LOCK-FOLLOW-RENAMES needs the value yes or no"),
     (("mcaptcha_cache.fencing-margin-ms", "5"), "unknown load option 'mcaptcha_cache.fencing-margin-ms'"),
 ])
 def test_bad_load_arguments_refuse_to_load(servers, args, needle):
@@ -263,11 +266,19 @@ def test_config_file_lines(conf_server, module_path):
     s = conf_server(["loadmodule %s MAX-CHALLENGE-STRING-BYTES 7 fencing-margin-ms 1" % module_path,
                      "mcaptcha_cache.max-challenge-string-bytes 3",
                      "mcaptcha_cache.module-list-first yes",
-                     "mcaptcha_cache.internal-commands yes"])
+                     "mcaptcha_cache.internal-commands yes",
+                     "mcaptcha_cache.lock-follow-renames yes"])
     s.start()
     c = s.client()
     assert configs(c) == dict(DEFAULTS, **{"max-challenge-string-bytes": "3", "fencing-margin-ms": "1",
-                                           "module-list-first": "yes", "internal-commands": "yes"})
+                                           "module-list-first": "yes", "internal-commands": "yes",
+                                           "lock-follow-renames": "yes"})
+    # lock-follow-renames is on from the start: a renamed held lock is placed at once
+    assert c.execute_command("LOCK.ACQUIRE", "held", "o", 60000)[0] == 1
+    c.execute_command("RENAME", "held", "held:new")
+    locks = lambda: c.info("mcaptcha_cache_locks")  # noqa: E731
+    wait_until(lambda: locks()["mcaptcha_cache_lease_renames_followed"] == 1, "the rename followed")
+    assert locks()["mcaptcha_cache_leases_moved_pending"] == 0
     with pytest.raises(redis.ResponseError, match="longer than 3 bytes"):
         c.execute_command("MCAPTCHA_CACHE.ADD_CHALLENGE", "a", challenge("abcd"))
     assert raw_command(s, "LOCK.STATE", "k", 1, 5, 0) == b"+OK\r\n"
