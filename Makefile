@@ -8,6 +8,7 @@
 #                   then every client: Python, Ruby, Node (test-python, test-ruby, test-node)
 #   make install    copy the module to $(MODULEDIR)
 #   make deb        the Debian package (debian/, dpkg-buildpackage) into $(BUILD)/deb/
+#                   (DEB_MAINTAINER="Name <address>": packaged under that maintainer)
 #   make deb-check  make deb, then lintian: any error or warning fails
 #   make bench      throughput, CPU and memory against native commands and Lua scripts
 #                   (after make bench-instr: instructions per call under callgrind)
@@ -268,7 +269,7 @@ install: $(MODULE)
 deps-deb:
 	@sh scripts/deps.sh build deb
 deb: deps-deb | $(REDISMODULE_H)
-	@sh scripts/build-deb.sh $(BUILD)/deb $(REDISMODULE_H)
+	@DEB_MAINTAINER="$(DEB_MAINTAINER)" sh scripts/build-deb.sh $(BUILD)/deb $(REDISMODULE_H)
 deb-check: deps-deb
 	@changes=$$($(MAKE) --no-print-directory deb | tail -n 1) && \
 	lintian --fail-on error,warning --display-info --info "$$changes" && \

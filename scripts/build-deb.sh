@@ -7,6 +7,11 @@
 # build/include/redismodule.h (Debian ships none); `dpkg-buildpackage -b -us -uc` in it
 # writes the .deb, the -dbgsym .deb, the .buildinfo and the .changes into OUTDIR.
 # Prints the path of the .changes file.
+#
+# DEB_MAINTAINER="Name <address>" (make deb DEB_MAINTAINER=...) packages it under
+# that maintainer: the copy's debian/control Maintainer and the newest
+# debian/changelog entry's signature line both take it (the tree's own files name
+# the project's maintainers), as an organisation that rebuilds packages needs.
 set -eu
 out=$1
 header=$2
@@ -28,6 +33,16 @@ else
     tar --exclude=./build --exclude=./data --exclude=./.git -cf - . | tar -xf - -C "$src"
 fi
 cp "$header" "$src/build/include/redismodule.h"
+if [ -n "${DEB_MAINTAINER:-}" ]; then
+    case $DEB_MAINTAINER in
+    *"<"*@*">") ;;
+    *) echo "build-deb.sh: DEB_MAINTAINER must read 'Name <address>'" >&2; exit 1 ;;
+    esac
+    m=$(printf '%s' "$DEB_MAINTAINER" | sed 's/[\\&|]/\\&/g')
+    sed -i "s|^Maintainer: .*|Maintainer: $m|" "$src/debian/control"
+    # the first signature line only: the entry being built
+    sed -i "0,/^ -- .*>  /s|^ -- .*>  | -- $m  |" "$src/debian/changelog"
+fi
 (cd "$src" && dpkg-buildpackage -b -us -uc >../build.log 2>&1) || {
     tail -40 "$out/build.log" >&2
     echo "build-deb.sh: dpkg-buildpackage failed (log: $out/build.log)" >&2

@@ -172,3 +172,34 @@ def test_make_deb_then_install_into_a_scratch_root_and_load(tmp_path):
     run(*dpkg, "--purge", PKG)
     left = [os.path.join(d, f) for d, _, fs in os.walk(str(root)) for f in fs]
     assert all(p.startswith(str(admin)) for p in left), left
+
+
+def test_deb_under_an_organisations_own_maintainer(tmp_path):
+    """DEB_MAINTAINER (make deb DEB_MAINTAINER=...) packages it under another
+    maintainer: the package's Maintainer and its newest changelog entry's
+    signature both name it, the tree's own debian/ is untouched, and a value
+    that is not 'Name <address>' is refused."""
+    header = os.path.join(REPO_ROOT, "build", "include", "redismodule.h")
+    if not os.path.isfile(header):
+        run("make", "--no-print-directory", "-C", REPO_ROOT, "build/include/redismodule.h")
+    control = open(os.path.join(REPO_ROOT, "debian", "control")).read()
+    chlog = open(os.path.join(REPO_ROOT, "debian", "changelog")).read()
+    who = "Platform Team <platform@corp.example>"
+    out = str(tmp_path / "deb")
+    env = dict(os.environ, DEB_MAINTAINER=who)
+    p = subprocess.run(["sh", "scripts/build-deb.sh", out, header], cwd=REPO_ROOT, env=env,
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr[-2000:]
+    deb = [os.path.join(out, f) for f in os.listdir(out) if f.endswith(".deb") and "-dbgsym" not in f]
+    assert len(deb) == 1, os.listdir(out)
+    assert run("dpkg-deb", "-f", deb[0], "Maintainer").strip() == who
+    run("dpkg-deb", "-x", deb[0], str(tmp_path / "x"))
+    with gzip.open(str(tmp_path / "x" / DOC[1:] / "changelog.gz"), "rt") as f:
+        signatures = [l for l in f.read().splitlines() if l.startswith(" -- ")]
+    assert signatures[0].startswith(" -- %s  " % who), signatures
+    assert all(who not in s for s in signatures[1:]), signatures   # older entries keep theirs
+    assert open(os.path.join(REPO_ROOT, "debian", "control")).read() == control
+    assert open(os.path.join(REPO_ROOT, "debian", "changelog")).read() == chlog
+    bad = subprocess.run(["sh", "scripts/build-deb.sh", str(tmp_path / "bad"), header], cwd=REPO_ROOT,
+                         env=dict(os.environ, DEB_MAINTAINER="just a name"), capture_output=True, text=True)
+    assert bad.returncode != 0 and "DEB_MAINTAINER must read 'Name <address>'" in bad.stderr
