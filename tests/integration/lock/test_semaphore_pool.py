@@ -340,3 +340,46 @@ def test_a_held_lock_of_one_permit_gets_no_second_permit(r, how):
     if how != "lock-delay":
         assert r.execute_command("LOCK.RELEASE", "{k}a", "o") == 0
         assert r.execute_command(ADD, "{k}a", 2) == 2
+
+
+# A refused LOCK.ADD_PERMITS on an unheld pool that passes another base size (PERMITS n)
+# leaves the pool exactly as it was ("nothing changed"): pool_open takes n as the base
+# before the size is checked, and pool_abort must put the old base back. (Its other way
+# in, a held lock of one permit, never has a new base: a held key refuses another n.)
+# Base 3 + adjustment 2: a 5-permit pool, kept unheld for its adjustment. too-many is
+# refused only with the new base (4 + 2 + 1019 = 1025; 5 + 1019 would fit); too-few and
+# max-base (1024 + 2 clamped to 1024, + 1024) with either.
+@pytest.mark.parametrize("delta,base,err", [
+    (1019, 4, r"size would be 1025 \(6 \+1019\): it must stay from 0 to 1024; nothing changed"),
+    (-7, 4, r"size would be -1 \(6 -7\): it must stay from 0 to 1024; nothing changed"),
+    (1024, 1024, r"size would be 2048 \(1024 \+1024\): it must stay from 0 to 1024; nothing changed"),
+], ids=["too-many", "too-few", "max-base"])
+def test_a_refused_add_on_an_unheld_pool_changes_nothing(replica_pair, sync, delta, base, err):
+    primary, replica = replica_pair
+    p, rr = primary.client(), replica.client()
+    assert p.execute_command(ADD, "k", 2, "PERMITS", 3) == 5
+    assert p.execute_command("LOCK.INSPECT", "k")[4:] == [2, 5] and not _full(p, "k")["holders"]
+    sync(primary, replica)
+
+    def snap(c):
+        return (_full(c, "k"), c.execute_command("DEBUG", "DIGEST-VALUE", "k"), c.dump("k"),
+                c.execute_command(AVAIL, "k"))
+
+    before = snap(p)
+    assert before[0]["permits"] == 3 and before[0]["size"] == 5 and before[3] == 5
+    assert snap(rr) == before
+    with pytest.raises(redis.ResponseError, match=err):
+        p.execute_command(ADD, "k", delta, "PERMITS", base)
+    assert snap(p) == before
+    # nothing was written: the replica still agrees (and a reload keeps the old base)
+    sync(primary, replica)
+    assert snap(rr) == before
+    p.execute_command("DEBUG", "RELOAD")
+    assert snap(p) == before
+    # the next acquirer (PERMITS 3, as the pool's acquirers pass it) sees the 5 permits
+    assert p.execute_command(ACQ, "k", "a", 60000, "PERMITS", 3, "TAKE", 3)[0] == 1
+    assert p.execute_command(ACQ, "k", "b", 60000, "PERMITS", 3, "TAKE", 2)[0] == 1
+    assert p.execute_command(ACQ, "k", "c", 60000, "PERMITS", 3)[0] == 0
+    assert _pool(p, "k") == (3, 2, 5, 0, [(b"a", 3), (b"b", 2)])
+    sync(primary, replica)
+    assert rr.execute_command("DEBUG", "DIGEST-VALUE", "k") == p.execute_command("DEBUG", "DIGEST-VALUE", "k")
