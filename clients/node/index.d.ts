@@ -208,8 +208,16 @@ export class Captcha {
   constructor(client: RedisClient, name: Key);
   readonly name: Key;
   add(levels: CaptchaLevel[], durationS?: number): Promise<void>;
+  /** ADD_VISITOR: counts one visit; the difficulty factor. */
   visit(): Promise<number>;
+  /** ADD_VISITOR: counts one visit, as visit(); the difficulty factor and the seconds it counts. */
+  visitWithDuration(): Promise<{ difficulty: number; durationS: number }>;
+  /**
+   * @deprecated It counts a visit (its name reads like a query): the old name of
+   * visitWithDuration(). To read without counting, call count().
+   */
   visitInfo(): Promise<{ difficulty: number; durationS: number }>;
+  /** GET: the visits still counting; a query, counts nothing. */
   count(): Promise<number>;
   exists(): Promise<boolean>;
   delete(): Promise<void>;

@@ -9,6 +9,9 @@ const { assertSameSlot } = require('./slot');
 const { checkInt } = require('./wait');
 
 const U32 = 4294967295;
+const VISIT_INFO_DEPRECATED = 'Captcha.visitInfo() counts a visit; call visitWithDuration() '
+  + '(the same, clearly named) or count() (a query that counts nothing)';
+let visitInfoWarned = false;
 
 function levelsJson(levels, durationS) {
   checkInt('durationS', durationS, 1, U32);
@@ -45,16 +48,33 @@ class Captcha {
 
   /** ADD_VISITOR: count one visit; resolves to the difficulty factor. */
   async visit() {
-    return (await this.visitInfo()).difficulty;
+    return (await this.visitWithDuration()).difficulty;
   }
 
-  /** ADD_VISITOR: count one visit; resolves to {difficulty, durationS}. */
-  async visitInfo() {
+  /** ADD_VISITOR: count one visit, as visit(); resolves to {difficulty, durationS}. */
+  async visitWithDuration() {
     const d = JSON.parse(await this._cmd('MCAPTCHA_CACHE.ADD_VISITOR'));
     return { difficulty: Number(d.difficulty_factor), durationS: Number(d.duration) };
   }
 
-  /** GET: the visits still counting. */
+  /**
+   * Deprecated: counts a visit although its name reads like a query (as the Python client's
+   * visit_info()). The old name of visitWithDuration(), which it calls; emits a
+   * DeprecationWarning (code MCAPTCHA_CACHE_VISIT_INFO) once per process. To read without
+   * counting, call count(): the module has no read-only command for the difficulty.
+   */
+  async visitInfo() {
+    if (!visitInfoWarned) {
+      visitInfoWarned = true;
+      process.emitWarning(VISIT_INFO_DEPRECATED, { type: 'DeprecationWarning', code: 'MCAPTCHA_CACHE_VISIT_INFO' });
+    }
+    return this.visitWithDuration();
+  }
+
+  /**
+   * GET: the visits still counting. A query: counts nothing (the difficulty for this count is
+   * that of the levels given to add()).
+   */
   async count() { return Number(await this._cmd('MCAPTCHA_CACHE.GET')); }
 
   /** Whether the captcha exists (CAPTCHA_EXISTS answers 0 when it does). */

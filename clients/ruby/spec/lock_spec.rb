@@ -10,6 +10,10 @@ RSpec.describe McaptchaCache::Lock do
     redis.call("LOCK.INSPECT", key)&.fetch(3) || []
   end
 
+  def acquire_calls
+    redis.call("INFO", "commandstats")[/cmdstat_LOCK\.ACQUIRE:calls=(\d+)/, 1].to_i
+  end
+
   it "grants with a fencing token that grows at each grant, and releases" do
     a = described_class.new(redis, "L", lease: 5)
     expect(a.acquire).to be true
@@ -65,14 +69,26 @@ RSpec.describe McaptchaCache::Lock do
   end
 
   it "splits a long wait into rounds shorter than the read timeout" do
-    short = Redis.new(host: "127.0.0.1", port: TestServers.standalone, timeout: 0.5)
-    expect(McaptchaCache::Common.round_cap_ms(short)).to eq 400
+    # the cap: the read timeout less 20% (at least 100 ms)
+    expect(McaptchaCache::Common.round_cap_ms(Redis.new(host: "127.0.0.1", port: 1, timeout: 0.5))).to eq 400
+    # The waits run with a 1.5 s read timeout: rounds of 1.2 s, so the server's answer at a
+    # round's end has 300 ms to arrive before the read times out (with 0.5 s: 100 ms, too
+    # little on a loaded machine). The wait, 3.2 s, is over twice the read timeout: one WAIT
+    # that long would time out the read, so it takes several rounds (1.2 + 1.2 + 0.8 s).
+    short = Redis.new(host: "127.0.0.1", port: TestServers.standalone, timeout: 1.5)
+    expect(McaptchaCache::Common.round_cap_ms(short)).to eq 1200
     a = described_class.new(short, "L", lease: 10)
     a.acquire
-    b = described_class.new(short, "L", lease: 10, wait: 1.2)
+    b = described_class.new(short, "L", lease: 10, wait: 3.2)
+    calls = acquire_calls
     t0 = McaptchaCache::Common.monotonic
     expect(b.acquire).to be false
-    expect(McaptchaCache::Common.monotonic - t0).to be_between(1.15, 4)
+    # at least the whole wait (a lower bound); at most 6 s more (an upper bound only against
+    # a hang, generous for a loaded machine)
+    expect(McaptchaCache::Common.monotonic - t0).to be_between(3.15, 9.2)
+    # more than one WAIT: each round ends before the read timeout (1.5 s), the wait lasts
+    # 3.2 s (3 rounds on an idle machine; 2 if a delay before a round ate its share)
+    expect(acquire_calls - calls).to be >= 2
     a.release
   end
 

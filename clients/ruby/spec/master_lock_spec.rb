@@ -156,8 +156,19 @@ RSpec.shared_examples "MasterLock" do
   end
 
   describe MasterLock::RedisLock do
-    let(:lock1) { described_class.new(config: MasterLock.config, key: "key", owner: "owner1", ttl: 0.1) }
-    let(:lock2) { described_class.new(config: MasterLock.config, key: "key", owner: "owner2", ttl: 0.1) }
+    # The gem's specs use a 0.1 s ttl; here the leases outlive every example (10 s), so an
+    # example that needs the lock held never finds it expired on a slow machine. The one
+    # about a lease ending (#acquire waits for it) takes a short lease of its own.
+    let(:lock1) { described_class.new(config: MasterLock.config, key: "key", owner: "owner1", ttl: 10) }
+    let(:lock2) { described_class.new(config: MasterLock.config, key: "key", owner: "owner2", ttl: 10) }
+
+    # Calls of LOCK.ACQUIRE so far, summed over the servers the client uses.
+    def acquire_calls
+      ports = client._client.is_a?(Redis::Cluster) ? TestServers.cluster : [TestServers.standalone]
+      ports.sum do |p|
+        Redis.new(port: p, host: "127.0.0.1").call("INFO", "commandstats")[/cmdstat_LOCK\.ACQUIRE:calls=(\d+)/, 1].to_i
+      end
+    end
 
     describe "#acquire" do
       it "returns true when lock can be acquired" do
@@ -175,26 +186,44 @@ RSpec.shared_examples "MasterLock" do
       end
 
       it "waits for the lock until timeout (here: the holder's lease ends)" do
-        expect(lock1.acquire(timeout: 0)).to eq true
-        expect(lock2.acquire(timeout: 1)).to eq true
+        holder = described_class.new(config: MasterLock.config, key: "key", owner: "owner1", ttl: 0.5)
+        t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+        expect(holder.acquire(timeout: 0)).to eq true
+        # the timeout only bounds the wait from above: generous, so a loaded machine does not
+        # run it out; the grant comes when the 0.5 s lease ends, not before (a lower bound,
+        # which load cannot break)
+        expect(lock2.acquire(timeout: 10)).to eq true
+        expect(Process.clock_gettime(Process::CLOCK_MONOTONIC) - t0).to be >= 0.49
+        expect(client.call("LOCK.INSPECT", "masterlock:key")[3].map(&:first)).to eq ["owner2"]
       end
 
       it "waits on the server in rounds shorter than the client's read timeout" do
+        # A 1.5 s read timeout: rounds of 1.2 s, so the server's answer at a round's end has
+        # 300 ms to arrive before the read times out (with 0.5 s: 100 ms, too little on a
+        # loaded machine). The wait, 3.2 s, is over twice the read timeout: one WAIT that
+        # long would time out the read, so it takes several rounds (1.2 + 1.2 + 0.8 s).
         config = MasterLock.config.dup
-        config.redis = client.is_a?(Redis) && client._client.is_a?(Redis::Cluster) ?
-          Redis.new(cluster: TestServers.cluster.map { |p| "redis://127.0.0.1:#{p}" }, timeout: 0.5) :
-          Redis.new(host: "127.0.0.1", port: TestServers.standalone, timeout: 0.5)
+        config.redis = client._client.is_a?(Redis::Cluster) ?
+          Redis.new(cluster: TestServers.cluster.map { |p| "redis://127.0.0.1:#{p}" }, timeout: 1.5) :
+          Redis.new(host: "127.0.0.1", port: TestServers.standalone, timeout: 1.5)
+        expect(McaptchaCache::Common.round_cap_ms(config.redis)).to eq 1200
         holder = described_class.new(config: config, key: "key", owner: "h", ttl: 10)
         expect(holder.acquire(timeout: 0)).to eq true
         waiter = described_class.new(config: config, key: "key", owner: "w", ttl: 10)
+        calls = acquire_calls
         t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
-        expect(waiter.acquire(timeout: 1.2)).to eq false # a single 1.2 s WAIT would time out the read
-        expect(Process.clock_gettime(Process::CLOCK_MONOTONIC) - t0).to be_between(1.15, 4)
+        expect(waiter.acquire(timeout: 3.2)).to eq false
+        # at least the whole wait (a lower bound); at most 6 s more (an upper bound only
+        # against a hang, generous for a loaded machine)
+        expect(Process.clock_gettime(Process::CLOCK_MONOTONIC) - t0).to be_between(3.15, 9.2)
+        # more than one WAIT: each round ends before the read timeout (1.5 s), the wait lasts
+        # 3.2 s (3 rounds on an idle machine; 2 if a delay before a round ate its share)
+        expect(acquire_calls - calls).to be >= 2
         expect(holder.release).to eq true
       end
 
       it "accepts the older gem's redis: form (key prefix masterlock)" do
-        old_style = described_class.new(redis: client, key: "key", owner: "o", ttl: 1)
+        old_style = described_class.new(redis: client, key: "key", owner: "o", ttl: 10)
         expect(old_style.acquire(timeout: 0)).to eq true
         expect(lock1.acquire(timeout: 0)).to eq false
         expect(old_style.release).to eq true
@@ -224,7 +253,8 @@ RSpec.shared_examples "MasterLock" do
       it "resets the expiration time" do
         lock = described_class.new(config: MasterLock.config, key: "key", owner: "owner1", ttl: 5)
         lock.acquire(timeout: 0)
-        client.call("LOCK.EXTEND", "masterlock:key", "owner1", 100) # shorten it
+        # shorten it (to 2 s: still held when #extend runs, on a slow machine too)
+        client.call("LOCK.EXTEND", "masterlock:key", "owner1", 2000)
         expect(lock.extend).to eq true
         expect(client.call("LOCK.INSPECT", "masterlock:key")[3][0][1]).to be > 4000
         client.call("LOCK.EXTEND", "masterlock:key", "owner1", 50)

@@ -127,7 +127,7 @@ RSpec.describe McaptchaCache::Captcha do
     expect(c.visit).to eq 50
     expect(c.visit).to eq 50
     expect(c.visit).to eq 50
-    expect(c.visit_info).to eq [50, 30]
+    expect(c.visit_with_duration).to eq [50, 30]
     expect(c.visit).to eq 500
     expect(c.count).to eq 5
     expect { c.add(levels: [[1, 1]]) }.to raise_error(McaptchaCache::CaptchaExists)
@@ -136,6 +136,28 @@ RSpec.describe McaptchaCache::Captcha do
     moved.delete
     expect { moved.count }.to raise_error(McaptchaCache::CaptchaNotFound)
     expect { c.add(levels: [[1, 0]]) }.to raise_error(McaptchaCache::InvalidCaptchaConfig)
+  end
+
+  it "count counts nothing; visit and visit_with_duration count one visit; visit_info is deprecated" do
+    c = described_class.new(redis, "site")
+    c.add(levels: [[1, 10], [2, 20]], duration: 30)
+    expect(c.count).to eq 0
+    expect(c.count).to eq 0 # a query: counts nothing
+    expect(c.visit_with_duration).to eq [10, 30]
+    expect(c.count).to eq 1
+    expect(c.count).to eq 1
+    expect(c.visit).to eq 10
+    expect(c.count).to eq 2
+    # the old name answers the same and still counts (as the Python client's visit_info),
+    # with a warning in the :deprecated category
+    saved = Warning[:deprecated]
+    begin
+      Warning[:deprecated] = true
+      expect { expect(c.visit_info).to eq [20, 30] }.to output(/visit_info counts a visit.*visit_with_duration/).to_stderr
+    ensure
+      Warning[:deprecated] = saved
+    end
+    expect(c.count).to eq 3
   end
 
   it "stores one-shot challenges" do

@@ -25,12 +25,18 @@ RSpec.shared_examples "TrafficJam" do
 
   describe "README" do
     it "increments to the cap, raises with increment!, regenerates after the period", at: :rlcore do
+      # The clock stands still (every call sends the frozen Time.now as AT) and moves only
+      # when the example moves it: with a 1 s period, one unit comes back every 333 ms, which
+      # a loaded machine can spend between two calls under a running clock. Frozen an hour
+      # ahead of the server's clock, which runs on: the key's TTL is then counted to that
+      # hour (with AT in the past it would expire by the server's clock, between two calls).
+      Timecop.freeze(Time.now + 3600)
       limit = TrafficJam::Limit.new(:requests_per_user, "u1", max: 3, period: 1)
       expect(limit.increment).to be true
       expect(limit.increment(2)).to be true
       expect(limit.increment).to be false
       expect { limit.increment! }.to raise_error(TrafficJam::LimitExceededError)
-      Timecop.travel(1)
+      Timecop.freeze(Time.now + 1)
       expect(limit.increment(2)).to be true
       expect(limit.exceeded?).to be false
       expect(limit.exceeded?(2)).to be true
@@ -39,6 +45,10 @@ RSpec.shared_examples "TrafficJam" do
     end
 
     it "registers fixed limits; every instance method is on the class", at: :rlcore do
+      # A 1 s period: the clock stands still, an hour ahead of the server's (see the example
+      # above); also because RL.REFUND AT a past time takes off what came back since by the
+      # server's clock, and AT at or after it gives back all (docs/ratelimit.md).
+      Timecop.freeze(Time.now + 3600)
       TrafficJam.configure { |c| c.register(:requests_per_user, 3, 1) }
       limit = TrafficJam.limit(:requests_per_user, "user1")
       expect(limit.increment(2)).to be true

@@ -41,8 +41,10 @@ async function main(): Promise<void> {
   const c = new Captcha(io, 'site');
   await c.add([[50, 50], { visitorThreshold: 500, difficultyFactor: 500 }], 30);
   const difficulty: number = await c.visit();
+  const { difficulty: df, durationS }: { difficulty: number; durationS: number } = await c.visitWithDuration();
+  const visits: number = await c.count();
   const store: Store = new SlidingWindowStore({ client: io, prefix: 'rl:' });
   rateLimit({ windowMs: 60000, limit: 100, standardHeaders: 'draft-7', store });
-  void [v, size, d.allowed, d.remaining, d.retryAfterMs, d.resetAfterMs, difficulty, keySlot('k')];
+  void [v, size, d.allowed, d.remaining, d.retryAfterMs, d.resetAfterMs, difficulty, df, durationS, visits, keySlot('k')];
 }
 void main;

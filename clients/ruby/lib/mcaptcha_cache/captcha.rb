@@ -12,8 +12,12 @@ module McaptchaCache
   Challenge = Struct.new(:difficulty, :duration)
 
   # Captcha.new(redis, "site-key"); #add(levels: [[threshold, difficulty], ...], duration: 30);
-  # #visit returns the difficulty that applies after counting this visit.
+  # #visit counts a visit and returns the difficulty that applies after it; #count reads the
+  # visits still counting, counting nothing.
   class Captcha
+    VISIT_INFO_DEPRECATED = "McaptchaCache::Captcha#visit_info counts a visit; call visit_with_duration " \
+                            "(the same, clearly named) or count (a query that counts nothing)"
+
     attr_reader :client, :name
 
     def initialize(client, name)
@@ -33,18 +37,29 @@ module McaptchaCache
       nil
     end
 
-    # Count one visit; the difficulty factor (Integer).
+    # MCAPTCHA_CACHE.ADD_VISITOR: count one visit; the difficulty factor (Integer).
     def visit
-      visit_info.first
+      visit_with_duration.first
     end
 
-    # Count one visit; [difficulty_factor, duration].
-    def visit_info
+    # Count one visit, as #visit; [difficulty_factor, duration].
+    def visit_with_duration
       d = JSON.parse(Common.call(client, "MCAPTCHA_CACHE.ADD_VISITOR", name))
       [d["difficulty_factor"].to_i, d["duration"].to_i]
     end
 
-    # The visits still counting.
+    # Deprecated: counts a visit although its name reads like a query (as the Python
+    # client's visit_info). The old name of #visit_with_duration, which it calls; warns in
+    # the :deprecated category (shown with ruby -W:deprecated or Warning[:deprecated] = true).
+    # To read without counting, call #count: the module has no read-only command for the
+    # difficulty.
+    def visit_info
+      warn VISIT_INFO_DEPRECATED, uplevel: 1, category: :deprecated
+      visit_with_duration
+    end
+
+    # MCAPTCHA_CACHE.GET: the visits still counting. A query: counts nothing (the difficulty
+    # for this count is that of the levels given to #add).
     def count
       Common.call(client, "MCAPTCHA_CACHE.GET", name).to_i
     end
