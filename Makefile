@@ -157,16 +157,16 @@ servers:
 	@sh scripts/deps.sh build servers
 	@for s in $(SERVERS); do sh scripts/fetch-server.sh $$s || exit 1; done
 
-# The integration suite on each server of the matrix (CI runs this), in two workers: make test
-# has run it serially (plain and under ASan) on the Debian server already; the matrix checks
-# the other servers, and two workers keep CI under an hour as the suite grows.
+# The integration suite on each server of the matrix (CI runs this), serially: in two workers
+# (WORKERS=2) it takes half the time, but the rate-limit model failed once that way on Valkey
+# 9.1 (a reply after DEBUG RELOAD on a loaded machine), so CI stays serial until that is found.
 # The packaging and repository tests (the .deb, make install, versions, the tree's hygiene) do
 # not depend on the server: make test runs them once, the matrix leaves them out.
 SERVER_INDEPENDENT := --ignore=tests/integration/server/test_deb.py --ignore=tests/integration/server/test_install.py \
     --ignore=tests/integration/server/test_versions.py --ignore=tests/integration/server/test_repo_hygiene.py
 test-servers: servers $(MODULE)
 	@for s in $(SERVERS); do echo "== integration on $$s"; \
-	    $(MAKE) --no-print-directory integration WORKERS=2 SERVER=$$(sh scripts/fetch-server.sh $$s) \
+	    $(MAKE) --no-print-directory integration SERVER=$$(sh scripts/fetch-server.sh $$s) \
 	        MODULE_TESTS="$(MODULE_TESTS) $(SERVER_INDEPENDENT)" || exit 1; done
 
 # The sources against Valkey's own valkeymodule.h (Debian forky's `valkey` source package,
