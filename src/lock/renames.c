@@ -18,7 +18,6 @@
 #include "server/config.h"
 
 #include <stdint.h>
-#include <string.h>
 #include <strings.h>
 
 typedef struct hint {
@@ -58,11 +57,9 @@ static void on_command(RedisModuleCommandFilterCtx *fctx) {
     seen++;
 }
 
+/* The module API's own binary comparison. */
 static int same(const RedisModuleString *a, const RedisModuleString *b) {
-    size_t la, lb;
-    const char *pa = RedisModule_StringPtrLen(a, &la);
-    const char *pb = RedisModule_StringPtrLen(b, &lb);
-    return la == lb && memcmp(pa, pb, la) == 0;
+    return RedisModule_StringCompare((RedisModuleString *)a, (RedisModuleString *)b) == 0;
 }
 
 const RedisModuleString *renames_latest(const RedisModuleString *from) {
