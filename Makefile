@@ -39,13 +39,13 @@ LDLIBS   := -ljansson
 # One folder per layer (docs/architecture.md): the pure algorithms, what every
 # family shares about living inside Redis, one folder per family, the entry point.
 CORE_SRC      := src/core/alloc.c src/core/bucket.c src/core/captcha.c src/core/gcra.c src/core/keyslot.c src/core/window.c \
-                 src/core/lock.c src/core/histogram.c src/core/policy.c src/core/policy_entry.c
+                 src/core/lock.c src/core/histogram.c src/core/policy.c src/core/policy_entry.c src/core/fixed.c
 SERVER_SRC    := src/server/args.c src/server/bucket_io.c src/server/clock.c src/server/cluster.c \
                  src/server/commands.c src/server/config.c src/server/events.c src/server/internal.c src/server/keys.c src/server/limitstats.c \
                  src/server/replargs.c src/server/waitq.c
 CAPTCHA_SRC   := src/captcha/tracking.c src/captcha/captcha_cmd.c src/captcha/captcha_info.c src/captcha/captcha_type.c \
                  src/captcha/legacy_type.c src/captcha/module_list.c
-RATELIMIT_SRC := src/ratelimit/count_cmd.c src/ratelimit/limiter.c src/ratelimit/ratelimit_cmd.c \
+RATELIMIT_SRC := src/ratelimit/count_cmd.c src/ratelimit/fixed_cmd.c src/ratelimit/limiter.c src/ratelimit/ratelimit_cmd.c \
                  src/ratelimit/policy.c src/ratelimit/policy_sync.c src/ratelimit/ratelimit_info.c src/ratelimit/ratelimit_state_cmd.c \
                  src/ratelimit/ratelimit_type.c
 LOCK_SRC      := src/lock/acks.c src/lock/acquire.c src/lock/fencing.c src/lock/inspect.c src/lock/leases.c src/lock/lock_cmd.c \
@@ -55,7 +55,7 @@ GLUE_SRC := $(SERVER_SRC) $(CAPTCHA_SRC) $(RATELIMIT_SRC) $(LOCK_SRC) src/module
 CORE_OBJ := $(CORE_SRC:src/%.c=$(BUILD)/%.o)
 GLUE_OBJ := $(GLUE_SRC:src/%.c=$(BUILD)/%.o)
 UNIT_TESTS := $(BUILD)/test_bucket $(BUILD)/test_window $(BUILD)/test_captcha $(BUILD)/test_gcra $(BUILD)/test_keyslot $(BUILD)/test_lock \
-              $(BUILD)/test_histogram $(BUILD)/test_policy $(BUILD)/test_policy_entry $(BUILD)/test_decimal
+              $(BUILD)/test_histogram $(BUILD)/test_policy $(BUILD)/test_policy_entry $(BUILD)/test_decimal $(BUILD)/test_fixed
 
 ASAN_DIR := $(BUILD)/asan
 ASAN_MODULE := $(ASAN_DIR)/$(MODULE_NAME)

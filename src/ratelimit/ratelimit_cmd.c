@@ -8,7 +8,8 @@
  * RL.GCRA*, RL.WINDOW* take POLICY <name> in place of the limit's numbers: the
  * stored policy (policy.c) resolved into the same request, before anything runs.
  *   RL.MULTI     several limits, all or none, in one command
- * (MCAPTCHA_CACHE.COUNT, a counter on the window type, is in count_cmd.c.)
+ * (MCAPTCHA_CACHE.COUNT, a counter on the window type, is in count_cmd.c; RL.FIXED,
+ * a fixed-window counter on a string key, in fixed_cmd.c.)
  *
  * WAIT blocks on the FIFO queues of server/waitq.c, and while clients wait on a
  * key no later call (RL.GCRA, RL.WINDOW, CL.THROTTLE, RL.MULTI) is served before
@@ -609,5 +610,6 @@ int ratelimit_cmd_register(RedisModuleCtx *ctx) {
     if (mc_register_commands(ctx, commands, sizeof(commands) / sizeof(commands[0]), ratelimit_cmdinfo) ==
         REDISMODULE_ERR)
         return REDISMODULE_ERR;
-    return ratelimit_count_cmd_register(ctx); /* MCAPTCHA_CACHE.COUNT (count_cmd.c) */
+    if (ratelimit_count_cmd_register(ctx) == REDISMODULE_ERR) return REDISMODULE_ERR; /* MCAPTCHA_CACHE.COUNT */
+    return ratelimit_fixed_cmd_register(ctx);                                       /* RL.FIXED (fixed_cmd.c) */
 }

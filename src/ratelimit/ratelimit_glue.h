@@ -15,7 +15,8 @@
  * wait queue), ratelimit_cmd.c (CL.THROTTLE, redis-cell compatible, and the
  * native RL.* family, all times in milliseconds), ratelimit_state_cmd.c (the
  * internal commands of replication and the AOF), count_cmd.c (MCAPTCHA_CACHE.COUNT, a
- * bare leaky-bucket counter on mcap-wndw), policy.c (stored policies: RL.POLICY_*,
+ * bare leaky-bucket counter on mcap-wndw), fixed_cmd.c (RL.FIXED, a fixed-window
+ * counter on a plain string key: no module type), policy.c (stored policies: RL.POLICY_*,
  * the node-wide table and its RDB aux data, type mcap-plcy), ratelimit_info.c
  * (COMMAND DOCS). */
 #ifndef MC_RATELIMIT_GLUE_H
@@ -74,10 +75,11 @@ extern RedisModuleType *GcraType;
 extern RedisModuleType *WindowType;
 
 int ratelimit_type_register(RedisModuleCtx *ctx);
-/* The public commands (ratelimit_cmd.c, which also registers count_cmd.c's), then the
+/* The public commands (ratelimit_cmd.c, which also registers count_cmd.c's and fixed_cmd.c's), then the
  * internal ones (ratelimit_state_cmd.c). */
 int ratelimit_cmd_register(RedisModuleCtx *ctx);
 int ratelimit_count_cmd_register(RedisModuleCtx *ctx);
+int ratelimit_fixed_cmd_register(RedisModuleCtx *ctx);
 int ratelimit_state_cmd_register(RedisModuleCtx *ctx);
 /* The policy type, its persistence event and the RL.POLICY_* commands (policy.c). */
 int ratelimit_policy_register(RedisModuleCtx *ctx);

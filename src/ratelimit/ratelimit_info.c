@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* ratelimit_info.c -- COMMAND DOCS / COMMAND INFO metadata of the rate-limit family (CL.THROTTLE, RL.*,
- * MCAPTCHA_CACHE.COUNT, RL.POLICY_*): summary, complexity, arity, key specs and arguments. Data only;
- * ratelimit_cmd.c, count_cmd.c and policy.c register the handlers. */
+ * MCAPTCHA_CACHE.COUNT, RL.FIXED, RL.POLICY_*): summary, complexity, arity, key specs and arguments. Data only;
+ * ratelimit_cmd.c, count_cmd.c, fixed_cmd.c and policy.c register the handlers. */
 #include "ratelimit/ratelimit_glue.h"
 #include "server/bucket_io.h"
 #include "server/commands.h"
@@ -79,6 +79,13 @@ static RedisModuleCommandArg args_count[] = {
     ARG_KEY("counter-name", 0, "the counter's key"),
     ARG_INT("leak-rate-s", "seconds each increment counts (1 to 4398046511)"),
     {0}};
+static RedisModuleCommandArg args_fixed[] = {
+    ARG_KEY("key", 0, "a string holding the count; its expiry is the window's end"),
+    ARG_INT("window-ms", "milliseconds (1 to 2^42)"),
+    OPT_INT("COST", "n", "units this hit adds (default 1; 0 looks, writing nothing)"),
+    {.name = "elastic", .type = REDISMODULE_ARG_TYPE_PURE_TOKEN, .key_spec_index = -1, .token = "ELASTIC",
+     .flags = REDISMODULE_CMD_ARG_OPTIONAL, .summary = "every hit starts the window again"},
+    {0}};
 static RedisModuleCommandArg args_gcra_set[] = {
     ARG_KEY("key", 0, NULL), ARG_INT("tat", "Unix microseconds"), ARG_INT("emission_interval", "microseconds"),
     ARG_INT("limit", NULL), {0}};
@@ -136,6 +143,9 @@ mc_cmdinfo ratelimit_cmdinfo[] = {
      INFO("Increments a leaky-bucket counter (creating it); each increment leaves after leak-rate seconds. Reply: "
           "the count",
           "O(1) amortized", 3, KS_RW, args_count)},
+    {"RL.FIXED",
+     INFO("Fixed-window counter on a string key (limits' fixed-window strategies): [count, reset_after_ms]",
+          "O(1)", -3, KS_RW, args_fixed)},
     {"RL.POLICY_SET",
      INFO("Stores a named GCRA or WINDOW limit (node-wide, replicated, in the RDB) for RL.GCRA / RL.WINDOW ... "
           "POLICY name. Reply: OK",

@@ -142,6 +142,7 @@
 #define RedisModule_ModuleTypeGetValue                  ValkeyModule_ModuleTypeGetValue
 #define RedisModule_ModuleTypeReplaceValue              ValkeyModule_ModuleTypeReplaceValue
 #define RedisModule_ModuleTypeSetValue                  ValkeyModule_ModuleTypeSetValue
+#define RedisModule_NotifyKeyspaceEvent                 ValkeyModule_NotifyKeyspaceEvent
 #define RedisModule_OpenKey                             ValkeyModule_OpenKey
 #define RedisModule_Realloc                             ValkeyModule_Realloc
 #define RedisModule_RegisterBoolConfig                  ValkeyModule_RegisterBoolConfig
@@ -179,7 +180,9 @@
 #define RedisModule_Strdup                              ValkeyModule_Strdup
 #define RedisModule_StringAppendBuffer                  ValkeyModule_StringAppendBuffer
 #define RedisModule_StringCompare                       ValkeyModule_StringCompare
+#define RedisModule_StringDMA                           ValkeyModule_StringDMA
 #define RedisModule_StringPtrLen                        ValkeyModule_StringPtrLen
+#define RedisModule_StringSet                           ValkeyModule_StringSet
 #define RedisModule_StringToLongLong                    ValkeyModule_StringToLongLong
 #define RedisModule_SubscribeToServerEvent              ValkeyModule_SubscribeToServerEvent
 #define RedisModule_UnblockClient                       ValkeyModule_UnblockClient
@@ -232,6 +235,8 @@
 #define REDISMODULE_KSPEC_FK_RANGE                      VALKEYMODULE_KSPEC_FK_RANGE
 #define REDISMODULE_NODE_ID_LEN                         VALKEYMODULE_NODE_ID_LEN
 #define REDISMODULE_NODE_SLAVE                          VALKEYMODULE_NODE_REPLICA
+#define REDISMODULE_NOTIFY_GENERIC                      VALKEYMODULE_NOTIFY_GENERIC
+#define REDISMODULE_NOTIFY_STRING                       VALKEYMODULE_NOTIFY_STRING
 #define REDISMODULE_NO_EXPIRE                           VALKEYMODULE_NO_EXPIRE
 #define REDISMODULE_OK                                  VALKEYMODULE_OK
 #define REDISMODULE_OPEN_KEY_NOTOUCH                    VALKEYMODULE_OPEN_KEY_NOTOUCH

@@ -44,6 +44,7 @@ OPTION_COMMANDS = {
     "RL.WINDOW": (["ek", 10, 1000], WINDOW),
     "RL.WINDOW_PEEK": (["ek", 10, 1000], WINDOW_PEEK),
     "RL.REFUND": (["ek", 1], "AT unix-ms"),
+    "RL.FIXED": (["ek", 1000], "COST n, ELASTIC"),
     CHALLENGE_SET: ([chkey("s", "c"), 5, 30], "PXAT unix-time-milliseconds"),
     "MC.CHALLENGE_SET": ([chkey("s", "c"), 5, 30], "PXAT unix-time-milliseconds"),  # its short name
     "LOCK.INSPECT": (["ek"], "FULL"),
@@ -77,6 +78,9 @@ CASES = [
     ("RL.REFUND", ["FOO", 5], unknown("RL.REFUND", "FOO", "AT unix-ms")),
     ("RL.REFUND", ["AT", 5, "WAIT", 1], unknown("RL.REFUND", "WAIT", "AT unix-ms")),
     ("RL.REFUND", ["AT"], needs("AT", "unix-ms")),
+    ("RL.FIXED", ["FOO"], unknown("RL.FIXED", "FOO", "COST n, ELASTIC")),
+    ("RL.FIXED", ["ELASTIC", "WAIT", 1], unknown("RL.FIXED", "WAIT", "COST n, ELASTIC")),
+    ("RL.FIXED", ["ELASTIC", "COST"], needs("COST", "n")),
     ("RL.GCRA_PEEK", ["AT"], needs("AT", "unix-ms")),
     ("RL.WINDOW_PEEK", ["COST", 1, "AT"], needs("AT", "unix-ms")),
     ("RL.WINDOW", ["BURST", 2], unknown("RL.WINDOW", "BURST", WINDOW)),

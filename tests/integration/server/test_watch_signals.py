@@ -127,6 +127,10 @@ REFUSED = {
     "get_challenge missing": (captcha, expect_refused(GET_CHALLENGE, "site", "c9"), "site"),
     "lock.state bad": (held, expect_refused("LOCK.STATE", K, "x"), K),
     "rl.gcra_set bad": (spend_gcra, expect_refused("RL.GCRA_SET", K, 0, 1, 1), K),
+    "rl.fixed cost 0": (lambda r: r.execute_command("RL.FIXED", K, 600000),
+                        lambda r: r.execute_command("RL.FIXED", K, 600000, "COST", 0), K),
+    "rl.fixed not a count": (lambda r: r.set(K, "abc"), expect_refused("RL.FIXED", K, 600000), K),
+    "rl.fixed overflow": (lambda r: r.set(K, 2 ** 63 - 1), expect_refused("RL.FIXED", K, 600000), K),
 }
 
 
@@ -170,6 +174,9 @@ WRITES = {
     "rl.refund window": (lambda r: r.execute_command("RL.WINDOW", K, 5, 600000, "COST", 2),
                          lambda r: r.execute_command("RL.REFUND", K, 1), K),
     "rl.refund to empty": (spend_window, lambda r: r.execute_command("RL.REFUND", K, 5), K),
+    "rl.fixed": (nothing, lambda r: r.execute_command("RL.FIXED", K, 600000), K),
+    "rl.fixed elastic": (lambda r: r.execute_command("RL.FIXED", K, 600000),
+                         lambda r: r.execute_command("RL.FIXED", K, 600000, "ELASTIC"), K),
     "count": (nothing, lambda r: r.execute_command("MCAPTCHA_CACHE.COUNT", K, 60), K),
     "rl.gcra_set": (nothing, lambda r: r.execute_command("RL.GCRA_SET", K, 1900000000000000, 1000, 5), K),
     "rl.window_hit": (nothing, lambda r: r.execute_command("RL.WINDOW_HIT", K, 60000, 5, 1900000000000, 1, 0), K),
