@@ -3,7 +3,7 @@
 servers, standalone and Cluster, through Debian's python3-limits and python3-flask-limiter:
 the URI schemes resolve to it; the moving window is the module's sliding window (RL.WINDOW,
 constant memory per key where limits' own Redis storage keeps a list entry per hit), the
-fixed window a counter; a Flask app answers 429 on the N+1-th call within the window, 200
+fixed window the module's counter (RL.FIXED, no Lua script); a Flask app answers 429 on the N+1-th call within the window, 200
 again once the window lets a call through, with X-RateLimit-* headers giving the reset time.
 Waits poll the limiter's own state (bounded), never sleep for a time."""
 
@@ -98,6 +98,42 @@ def test_fixed_window_counter(server):
     assert elastic.hit(item, "e") and elastic.hit(item, "e") and not elastic.hit(item, "e")
     assert store.reset() >= 2
     assert fw.get_window_stats(item, "f")[1] == 2 and store.get(item.key_for("e")) == 0
+
+
+def _calls(r, name):
+    """Calls of a command (module commands keep their case in INFO: cmdstat_RL.FIXED)."""
+    stats = {k.lower(): v for k, v in r.info("commandstats").items()}
+    return int(stats.get("cmdstat_" + name, {}).get("calls", 0))
+
+
+def test_fixed_window_is_the_module_counter(server):
+    """The fixed-window strategies run RL.FIXED (no Lua script); the elastic one moves the
+    window's end on every hit; a counter limits' own Redis storage wrote goes on counting."""
+    r = server.client()
+    r.config_resetstat()
+    store = storage_from_string(uri(server))
+    item = parse("5 per 10 minutes")
+    fw = strategies.FixedWindowRateLimiter(store)
+    assert [fw.hit(item, "m") for _ in range(3)] == [True] * 3
+    assert fw.hit(item, "m", cost=2) and not fw.hit(item, "m")
+    assert _calls(r, "rl.fixed") == 5 and _calls(r, "eval") + _calls(r, "evalsha") == 0
+    key = item.key_for("m")
+    assert r.get(key) == b"6" and 0 < r.pttl(key) <= 600000
+    elastic = strategies.FixedWindowElasticExpiryRateLimiter(store)
+    ekey = item.key_for("el")
+    elastic.hit(item, "el")
+    r.pexpire(ekey, 1000)  # as if the window were nearly over
+    elastic.hit(item, "el")
+    assert r.pttl(ekey) > 1000 and r.get(ekey) == b"2"
+    fw.hit(item, "el")  # the fixed strategy keeps the end
+    assert r.pttl(ekey) > 1000 and r.get(ekey) == b"3"
+    # limits' own Redis storage and ours share the counter's format
+    theirs = storage_from_string("redis://%s:%d" % (server.host, server.port))
+    theirs_fw = strategies.FixedWindowRateLimiter(theirs)
+    assert theirs_fw.hit(item, "shared") and theirs_fw.hit(item, "shared")
+    assert fw.get_window_stats(item, "shared")[1] == 3
+    assert [fw.hit(item, "shared") for _ in range(4)] == [True, True, True, False]
+    assert theirs_fw.get_window_stats(item, "shared")[1] == 0
 
 
 @pytest.mark.parametrize("strategy", ["moving-window", "fixed-window"])

@@ -27,10 +27,12 @@ How ``limits``' strategies are answered:
   (``RL.WINDOW key limit window-ms COST n``; ``RL.WINDOW_PEEK`` for ``test`` and
   ``get_window_stats``). Its memory per key is constant (``limits``' own Redis storage keeps a
   list entry per hit). The window's length is the limit's (a key keeps one length).
-- fixed window (``FixedWindowRateLimiter``, ``FixedWindowElasticExpiryRateLimiter``): a
-  counter key (``INCRBY`` with the window's expiry set by the first hit, or by every hit for
-  the elastic strategy), in one server-side step. The module has no fixed-window command;
-  this is the counter ``limits`` itself keeps.
+- fixed window (``FixedWindowRateLimiter``, ``FixedWindowElasticExpiryRateLimiter``): the
+  module's fixed-window counter (``RL.FIXED key window-ms COST n [ELASTIC]``), one command
+  where ``limits``' own Redis storage runs a Lua script. The key is the same plain string
+  counter with the window's end as its expiry (set by the first hit, or by every hit for the
+  elastic strategy), so ``get`` and ``get_expiry`` read it with ``GET`` and ``TTL``, and
+  counters that ``limits``' own storage wrote go on counting.
 """
 
 from __future__ import annotations
@@ -47,14 +49,14 @@ from limits.storage.base import MovingWindowSupport, Storage
 __all__ = ["McaptchaStorage", "McaptchaClusterStorage", "McaptchaAsyncStorage",
            "McaptchaAsyncClusterStorage"]
 
-# KEYS[1] counter; ARGV: expiry (s), amount, 1 to set the expiry on every hit (elastic)
-_INCR_EXPIRE = """
-local v = redis.call('INCRBY', KEYS[1], ARGV[2])
-if v == tonumber(ARGV[2]) or ARGV[3] == '1' then
-  redis.call('EXPIRE', KEYS[1], ARGV[1])
-end
-return v
-"""
+def fixed_args(key: str, expiry: int, elastic_expiry: bool, amount: int) -> List[Any]:
+    """RL.FIXED's arguments: a window of ``expiry`` seconds (the module takes ms), ``amount``
+    added, ELASTIC for the elastic strategy."""
+    args: List[Any] = [key, int(expiry) * 1000, "COST", int(amount)]
+    if elastic_expiry:
+        args.append("ELASTIC")
+    return args
+
 
 # limits' keys start with this ("LIMITER/namespace/…"): reset() removes those.
 _KEY_PATTERN = "LIMITER*"
@@ -145,8 +147,8 @@ class _ModuleStorage(Storage, MovingWindowSupport):
     def incr(self, key: str, expiry: int, elastic_expiry: bool = False, amount: int = 1) -> int:
         """Add ``amount`` to the fixed window's counter; the first hit (every hit with
         ``elastic_expiry``) sets its expiry to ``expiry`` seconds. Returns the count."""
-        return int(self.storage.eval(_INCR_EXPIRE, 1, key, int(expiry), int(amount),
-                                     1 if elastic_expiry else 0))
+        return int(self.storage.execute_command("RL.FIXED", *fixed_args(key, expiry, elastic_expiry,
+                                                                        amount))[0])
 
     def get(self, key: str) -> int:
         """The fixed window's count (0 when none)."""

@@ -16,7 +16,7 @@ import redis.asyncio
 import redis.asyncio.cluster
 from limits.aio.storage.base import MovingWindowSupport, Storage
 
-from .limits import (_INCR_EXPIRE, _KEY_PATTERN, cluster_nodes, peek_count, standalone_url,
+from .limits import (_KEY_PATTERN, cluster_nodes, fixed_args, peek_count, standalone_url,
                      window_args, window_start)
 
 __all__ = ["McaptchaAsyncStorage", "McaptchaAsyncClusterStorage"]
@@ -49,8 +49,9 @@ class _AsyncModuleStorage(Storage, MovingWindowSupport):
     async def incr(self, key: str, expiry: int, elastic_expiry: bool = False,
                    amount: int = 1) -> int:
         """See :meth:`mcaptcha_cache.compat.limits.McaptchaStorage.incr`."""
-        return int(await self.storage.eval(_INCR_EXPIRE, 1, key, int(expiry), int(amount),
-                                           1 if elastic_expiry else 0))
+        reply = await self.storage.execute_command("RL.FIXED", *fixed_args(key, expiry, elastic_expiry,
+                                                                           amount))
+        return int(reply[0])
 
     async def get(self, key: str) -> int:
         return int(await self.storage.get(key) or 0)
