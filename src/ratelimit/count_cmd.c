@@ -70,7 +70,7 @@ static int Count_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int
     /* The same state on replicas and in the AOF: the hit at the time used here,
      * with the limit the key holds. */
     window_value *v = RedisModule_ModuleTypeGetValue(key);
-    rl_replicate_hit(ctx, argv[1], window_ms, v->limit, now, 1, WINDOW_WIDTH_LEGACY);
+    rl_replicate_hit(ctx, argv[1], window_ms, v->limit, NULL, NULL, now, 1, WINDOW_WIDTH_LEGACY);
     RedisModule_CloseKey(key);
     return RedisModule_ReplyWithLongLong(ctx, (long long)count);
 }

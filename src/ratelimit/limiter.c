@@ -64,12 +64,19 @@ static void expire_with_lag(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModul
 }
 
 void rl_replicate_hit(RedisModuleCtx *ctx, RedisModuleString *keyname, uint64_t window_ms, uint64_t limit,
-                      uint64_t at_ms, uint64_t cost, int width) {
-    mc_dec w = mc_dec_of((long long)window_ms), n = mc_dec_of((long long)limit), at = mc_dec_of((long long)at_ms);
+                      RedisModuleString *window_arg, RedisModuleString *limit_arg, uint64_t at_ms, uint64_t cost,
+                      int width) {
+    mc_dec at = mc_dec_of((long long)at_ms);
     mc_iarg c = mc_iarg_of((long long)cost); /* most often 1: shared */
     RedisModule_SignalModifiedKey(ctx, keyname); /* a write signals its key (module.c) */
-    RedisModule_Replicate(ctx, CMD_WINDOW_HIT_NAME, "sbbbss", keyname, MC_DEC_ARG(w), MC_DEC_ARG(n), MC_DEC_ARG(at), c.s,
-                          mc_shared_int(width));
+    if (window_arg && limit_arg) {
+        RedisModule_Replicate(ctx, CMD_WINDOW_HIT_NAME, "sssbss", keyname, window_arg, limit_arg, MC_DEC_ARG(at), c.s,
+                              mc_shared_int(width));
+    } else {
+        mc_dec w = mc_dec_of((long long)window_ms), n = mc_dec_of((long long)limit);
+        RedisModule_Replicate(ctx, CMD_WINDOW_HIT_NAME, "sbbbss", keyname, MC_DEC_ARG(w), MC_DEC_ARG(n), MC_DEC_ARG(at),
+                              c.s, mc_shared_int(width));
+    }
     mc_iarg_release(&c);
 }
 
@@ -183,7 +190,8 @@ static int eval_window(RedisModuleCtx *ctx, RedisModuleString *keyname, const rl
             hits = &v->hits;
             v->limit = r->limit;
             if (carried) rl_replicate_window_state(ctx, keyname, v);
-            else rl_replicate_hit(ctx, keyname, r->window_ms, r->limit, now, r->cost, WINDOW_WIDTH_FINE);
+            else rl_replicate_hit(ctx, keyname, r->window_ms, r->limit, r->window_arg, r->limit_arg, now, r->cost,
+                                  WINDOW_WIDTH_FINE);
             expire_with_lag(ctx, key, keyname, (long long)sw_empty_at(hits, now), r->lag_ms);
         }
     }

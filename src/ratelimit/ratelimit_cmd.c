@@ -68,10 +68,12 @@ static int parse_options_or_reply(RedisModuleCtx *ctx, RedisModuleString **argv,
         enum { OPT_BURST, OPT_COST, OPT_WAIT, OPT_AT } opt;
         static const char *const names[] = {"BURST", "COST", "WAIT", "AT"};
         static const char *const values[] = {"capacity", "n", "timeout-ms", "unix-ms"};
-        if (syn->allow_burst && mc_is_word(argv[i], "BURST")) opt = OPT_BURST;
-        else if (mc_is_word(argv[i], "COST")) opt = OPT_COST;
-        else if (syn->allow_wait && mc_is_word(argv[i], "WAIT")) opt = OPT_WAIT;
-        else if (syn->allow_at && mc_is_word(argv[i], "AT")) opt = OPT_AT;
+        size_t len;
+        const char *p = RedisModule_StringPtrLen(argv[i], &len);
+        if (syn->allow_burst && mc_word_eq(p, len, "BURST")) opt = OPT_BURST;
+        else if (mc_word_eq(p, len, "COST")) opt = OPT_COST;
+        else if (syn->allow_wait && mc_word_eq(p, len, "WAIT")) opt = OPT_WAIT;
+        else if (syn->allow_at && mc_word_eq(p, len, "AT")) opt = OPT_AT;
         else return mc_reply_unknown_option(ctx, syn->cmd, argv[i], syn->valid), -1;
         if (i + 1 >= argc) return mc_reply_needs_value(ctx, names[opt], values[opt]), -1;
         uint64_t v;
@@ -261,6 +263,7 @@ static void wait_for_capacity(RedisModuleCtx *ctx, RedisModuleString *key, const
                               uint64_t wait_ms, uint64_t retry_ms) {
     rl_request *copy = RedisModule_Alloc(sizeof(*copy));
     *copy = *r;
+    copy->limit_arg = copy->window_arg = NULL; /* the command's argv does not outlive it */
     waitq_block(ctx, &rl_wait_ops, key, copy, now_ms, wait_ms, retry_ms);
 }
 
@@ -381,6 +384,10 @@ static int parse_window_or_reply(RedisModuleCtx *ctx, RedisModuleString **argv, 
     r->kind = RL_WINDOW;
     r->limit = limit;
     r->window_ms = window;
+    if (!r->adapt_window) { /* replicated as they came (rl_request) */
+        r->limit_arg = argv[2];
+        r->window_arg = argv[3];
+    }
     r->cost = o->cost;
     return 0;
 }

@@ -144,9 +144,12 @@ lb_status window_hit(RedisModuleKey *key, uint64_t window_ms, int width, uint64_
 /* Replicate RL.WINDOW_HIT key window_ms limit at_ms cost width: `cost` hits
  * added at at_ms (absolute, ms), the state an allowed RL.WINDOW or
  * MCAPTCHA_CACHE.COUNT wrote; width is WINDOW_WIDTH_* (0 is what releases
- * before encver 2 sent). */
+ * before encver 2 sent). window_arg and limit_arg, when both given, are the
+ * client's strings for window_ms and limit, sent as they are (no formatting,
+ * no allocation); NULL formats the numbers. */
 void rl_replicate_hit(RedisModuleCtx *ctx, RedisModuleString *keyname, uint64_t window_ms, uint64_t limit,
-                      uint64_t at_ms, uint64_t cost, int width);
+                      RedisModuleString *window_arg, RedisModuleString *limit_arg, uint64_t at_ms, uint64_t cost,
+                      int width);
 
 /* Replicate RL.WINDOW_SET with the whole state of `v`. */
 void rl_replicate_window_state(RedisModuleCtx *ctx, RedisModuleString *keyname, const window_value *v);
@@ -165,6 +168,10 @@ typedef struct rl_request {
                            * pushed back by it, so state a lagging caller still needs stays */
     int adapt_window;     /* RL_WINDOW from a stored policy: a key holding a window of another
                            * length is carried over (sw_rewidth) instead of refused */
+    RedisModuleString *limit_arg, *window_arg; /* RL_WINDOW: the client's own arguments for limit
+                           * and window_ms, replicated as they came (the parser takes canonical
+                           * decimals only, so the bytes are those of the numbers); NULL: from a
+                           * policy, or a copy that outlives the command (a waiter) */
 } rl_request;
 
 typedef struct rl_result {

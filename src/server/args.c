@@ -14,12 +14,6 @@ int mc_parse_u64(RedisModuleString *s, uint64_t min, uint64_t max, uint64_t *out
     return 0;
 }
 
-int mc_is_word(RedisModuleString *s, const char *word) {
-    size_t len;
-    const char *p = RedisModule_StringPtrLen(s, &len);
-    return len == strlen(word) && strncasecmp(p, word, len) == 0;
-}
-
 int mc_reply_range(RedisModuleCtx *ctx, const char *what, unsigned long long min, unsigned long long max) {
     char buf[200];
     snprintf(buf, sizeof(buf), "ERR %s must be an integer from %llu to %llu", what, min, max);
