@@ -257,6 +257,34 @@ export class SlidingWindowStore {
   get(key: string): Promise<ClientRateLimitInfo | undefined>;
 }
 
+export interface FixedWindowStoreOptions {
+  client: RedisClient;
+  /** Prepended to every key (default 'rl:', rate-limit-redis's). */
+  prefix?: string;
+  /** Default: the middleware's windowMs (1 to 2^42). */
+  windowMs?: number;
+  /** Every request starts the window again (RL.FIXED ... ELASTIC); default false. */
+  resetExpiryOnChange?: boolean;
+}
+
+/**
+ * A Store for express-rate-limit on the module's fixed-window counter (RL.FIXED): the
+ * semantics, options and keys of rate-limit-redis's RedisStore, without a Lua script.
+ * Every request counts, refused ones too; resetTime is the window's end.
+ */
+export class FixedWindowStore {
+  constructor(options: FixedWindowStoreOptions);
+  prefix: string;
+  localKeys: boolean;
+  resetExpiryOnChange: boolean;
+  windowMs: number;
+  init(options: { windowMs?: number }): void;
+  increment(key: string): Promise<ClientRateLimitInfo>;
+  decrement(key: string): Promise<void>;
+  resetKey(key: string): Promise<void>;
+  get(key: string): Promise<ClientRateLimitInfo | undefined>;
+}
+
 // ------------------------------------------------------------------- misc
 /** The Redis Cluster hash slot of a key (CRC16, hash tags). */
 export function keySlot(key: Key): number;

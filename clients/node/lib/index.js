@@ -1,6 +1,6 @@
 // mcaptcha-cache for Node.js: locks, semaphores, rate limits and captchas of the mcaptcha-cache
 // Redis module over an ioredis or node-redis client (standalone or Cluster), and a store for
-// express-rate-limit. This file only gathers the exports.
+// express-rate-limit (SlidingWindowStore, FixedWindowStore). This file only gathers the exports.
 // SPDX-License-Identifier: BSD-3-Clause
 'use strict';
 
@@ -10,6 +10,7 @@ const { MultiLock } = require('./multilock');
 const rl = require('./ratelimit');
 const { Captcha } = require('./captcha');
 const { SlidingWindowStore } = require('./express-store');
+const { FixedWindowStore } = require('./express-fixed-store');
 const { keySlot } = require('./slot');
 const { disconnect } = require('./adapter');
 
@@ -23,6 +24,7 @@ module.exports = {
   listPolicies: rl.listPolicies,
   Captcha,
   SlidingWindowStore,
+  FixedWindowStore,
   keySlot,
   disconnect,
   McaptchaCacheError: errors.McaptchaCacheError,

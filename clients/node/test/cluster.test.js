@@ -57,6 +57,20 @@ describe('cluster', () => {
       });
 
       describe('locks', () => lockTests(env));
+      it('express-rate-limit stores count on the primary of each key', async () => {
+        const users = [];
+        for (let i = 0; i < 12; i++) users.push(fresh(env, 'u'));
+        const fixed = new m.FixedWindowStore({ client: env.client, prefix: fresh(env, 'rl') + ':', windowMs: 60000 });
+        const sliding = new m.SlidingWindowStore({ client: env.client, prefix: fresh(env, 'rlw') + ':', windowMs: 60000, limit: 2 });
+        assert.ok(new Set(users.map((u) => Math.floor(m.keySlot(fixed.prefix + u) / 5462))).size >= 2, 'keys on several primaries');
+        for (const u of users) {
+          assert.deepEqual([(await fixed.increment(u)).totalHits, (await fixed.increment(u)).totalHits], [1, 2]);
+          assert.equal((await fixed.get(u)).totalHits, 2);
+          assert.deepEqual([(await sliding.increment(u)).totalHits, (await sliding.increment(u)).totalHits,
+            (await sliding.increment(u)).totalHits], [1, 2, 3]);
+        }
+      });
+
       describe('rate limits', () => limiterTests(env));
       describe('captcha', () => captchaTests(env));
     });

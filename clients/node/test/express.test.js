@@ -1,7 +1,8 @@
 // The express-rate-limit store in a real Express app on a free port, on both client
 // libraries: the N+1-th request within the window gets 429 with the draft-standard RateLimit
 // headers and a Retry-After that is right (the window admits the client again then, not
-// before); decrement (skipFailedRequests) does not refund a refusal; resetKey and get.
+// before); decrement (skipFailedRequests) does not refund a refusal; resetKey and get. The same
+// for FixedWindowStore (RL.FIXED, rate-limit-redis's semantics and counter format).
 // SPDX-License-Identifier: BSD-3-Clause
 'use strict';
 
@@ -12,7 +13,7 @@ const express = require('express');
 const { rateLimit } = require('express-rate-limit');
 const m = require('../lib');
 const { startStandalone, waitFor } = require('./helpers/servers');
-const { LIBS, makeClient, closeClient } = require('./helpers/clients');
+const { LIBS, makeClient, closeClient, commandCalls, cmd } = require('./helpers/clients');
 
 /** GET path on the app: {status, headers, body}. */
 function get(port, path, client = 'c1') {
@@ -141,6 +142,74 @@ describe('express-rate-limit store', () => {
         } finally {
           await app.close();
         }
+      });
+
+      it('FixedWindowStore: rate-limit-redis semantics on RL.FIXED (429 on the N+1-th, reset at the window end)', async () => {
+        const store = new m.FixedWindowStore({ client, prefix: prefix() });
+        const app = await startApp({ windowMs: 60000, limit: 3, standardHeaders: 'draft-7', legacyHeaders: false, store });
+        try {
+          const calls = await commandCalls(client, 'rl.fixed');
+          const evals = await commandCalls(client, 'evalsha') + await commandCalls(client, 'eval');
+          for (const left of [2, 1, 0]) {
+            const r = await get(app.port, '/ok');
+            assert.equal(r.status, 200);
+            assert.match(r.headers.ratelimit, new RegExp(`^limit=3, remaining=${left}, reset=(59|60)$`));
+          }
+          const k = store.prefix + 'c1';
+          const end = Number(await cmd(client, ['PEXPIRETIME', k], k));
+          const r = await get(app.port, '/ok');
+          assert.equal(r.status, 429);
+          // a fixed window: the refused request counted too, and the window's end did not move
+          assert.equal(String(await cmd(client, ['GET', k], k)), '4');
+          assert.equal(Number(await cmd(client, ['PEXPIRETIME', k], k)), end);
+          const retry = Number(r.headers['retry-after']);
+          assert.ok(retry >= 59 && retry <= 60, `Retry-After ${retry}`);
+          assert.equal(await commandCalls(client, 'rl.fixed'), calls + 4);
+          assert.equal(await commandCalls(client, 'evalsha') + await commandCalls(client, 'eval'), evals);
+          // get() counts nothing; resetKey() forgets
+          const info = await app.limiter.getKey('c1');
+          assert.equal(info.totalHits, 4);
+          assert.ok(Math.abs(info.resetTime.getTime() - end) <= 5, `resetTime ${info.resetTime.getTime()} vs end ${end}`);
+          assert.equal((await app.limiter.getKey('c1')).totalHits, 4);
+          await app.limiter.resetKey('c1');
+          assert.equal(await app.limiter.getKey('c1'), undefined);
+          assert.equal((await get(app.port, '/ok')).status, 200);
+        } finally {
+          await app.close();
+        }
+      });
+
+      it('FixedWindowStore: resetExpiryOnChange moves the end; a counter rate-limit-redis wrote goes on', async () => {
+        const store = new m.FixedWindowStore({ client, prefix: prefix(), windowMs: 60000, resetExpiryOnChange: true });
+        const k = store.prefix + 'u';
+        await store.increment('u');
+        await cmd(client, ['PEXPIRE', k, 1000], k); // as if the window were nearly over
+        const d = await store.increment('u');
+        assert.equal(d.totalHits, 2);
+        assert.ok(Number(await cmd(client, ['PTTL', k], k)) > 1000);
+        assert.ok(d.resetTime.getTime() - Date.now() > 59000);
+        // RedisStore's format: an INCR'd string with a PEXPIRE
+        const plain = new m.FixedWindowStore({ client, prefix: prefix() });
+        const pk = plain.prefix + 'old';
+        await cmd(client, ['SET', pk, '7', 'PX', '30000'], pk);
+        const c = await plain.increment('old');
+        assert.equal(c.totalHits, 8);
+        assert.ok(c.resetTime.getTime() - Date.now() <= 30000);
+      });
+
+      it('FixedWindowStore: decrement uncounts, and leaves nothing once the window ended', async () => {
+        const store = new m.FixedWindowStore({ client, prefix: prefix(), windowMs: 60000 });
+        const k = store.prefix + 'd';
+        await store.increment('d');
+        await store.increment('d');
+        await store.decrement('d');
+        assert.equal((await store.get('d')).totalHits, 1);
+        await store.resetKey('d'); // the window ended meanwhile
+        await store.decrement('d');
+        assert.equal(Number(await cmd(client, ['EXISTS', k], k)), 0);
+        assert.equal(await store.get('d'), undefined);
+        assert.throws(() => new m.FixedWindowStore({ client, windowMs: 0 }), RangeError);
+        assert.throws(() => new m.FixedWindowStore({}), TypeError);
       });
     });
   }

@@ -6,7 +6,7 @@ import Redis from 'ioredis';
 import { createClient } from 'redis';
 import { rateLimit, type Store } from 'express-rate-limit';
 import {
-  Lock, Semaphore, MultiLock, ReadWriteLock, RateLimiter, Captcha, SlidingWindowStore, LockLost, RateLimited,
+  Lock, Semaphore, MultiLock, ReadWriteLock, RateLimiter, Captcha, SlidingWindowStore, FixedWindowStore, LockLost, RateLimited,
   setWindowPolicy, getPolicy, keySlot, type Decision,
 } from '../../index';
 
@@ -45,6 +45,8 @@ async function main(): Promise<void> {
   const visits: number = await c.count();
   const store: Store = new SlidingWindowStore({ client: io, prefix: 'rl:' });
   rateLimit({ windowMs: 60000, limit: 100, standardHeaders: 'draft-7', store });
+  const fixed: Store = new FixedWindowStore({ client: nr, resetExpiryOnChange: true });
+  rateLimit({ windowMs: 60000, limit: 100, store: fixed });
   void [v, size, d.allowed, d.remaining, d.retryAfterMs, d.resetAfterMs, difficulty, df, durationS, visits, keySlot('k')];
 }
 void main;
