@@ -33,6 +33,7 @@ int fw_parse_count(const char *s, size_t len, int64_t *out) {
 
 int fw_hit(int exists, int64_t count, int64_t end_ms, uint64_t cost, uint64_t window_ms, uint64_t now_ms,
            int elastic, int64_t *count_out, int64_t *end_out) {
+    exists = fw_live(exists, end_ms, now_ms);
     int64_t have = exists ? count : 0;
     if (cost > (uint64_t)INT64_MAX || have > INT64_MAX - (int64_t)cost) return FW_ERR_OVERFLOW;
     *count_out = have + (int64_t)cost;

@@ -35,10 +35,20 @@
  * FW_ERR_NOT_INTEGER. */
 int fw_parse_count(const char *s, size_t len, int64_t *out);
 
+/* Whether a key that exists (exists != 0) with end end_ms (FW_NO_END: no
+ * expiry) still holds a window at now_ms: its end is later than now. A server
+ * can still show a key whose expiry has just passed (Redis 7.0 decides expiry
+ * on the time cached when a MULTI or script began, the module reads the clock):
+ * such a window is over and counts as none. */
+static inline int fw_live(int exists, int64_t end_ms, uint64_t now_ms) {
+    return exists && (end_ms == FW_NO_END || end_ms > (int64_t)now_ms);
+}
+
 /* One hit of `cost` at now_ms on a window of window_ms (>= 1). exists: the key
- * is there, holding `count` and ending at end_ms (FW_NO_END: no expiry). Fills
- * *count_out and *end_out (always an end: now_ms + window_ms, or end_ms kept)
- * and returns FW_OK, or FW_ERR_OVERFLOW having filled nothing. */
+ * is there, holding `count` and ending at end_ms (FW_NO_END: no expiry); a
+ * window already over (fw_live) starts again from 0. Fills *count_out and
+ * *end_out (always an end later than now_ms: now_ms + window_ms, or end_ms
+ * kept) and returns FW_OK, or FW_ERR_OVERFLOW having filled nothing. */
 int fw_hit(int exists, int64_t count, int64_t end_ms, uint64_t cost, uint64_t window_ms, uint64_t now_ms,
            int elastic, int64_t *count_out, int64_t *end_out);
 

@@ -17,7 +17,14 @@
  *     (as INCRBY reads it): an error; a count that would leave the signed
  *     64-bit range: an error; each writes nothing;
  *   - COST 0 writes nothing and replies the count and the time left as they are
- *     (0 and 0 without a key; -1 for the time of a key without expiry). */
+ *     (0 and 0 without a key; -1 for the time of a key without expiry); as a
+ *     write command it runs on primaries only (GET and PTTL read on replicas);
+ *   - a key still shown after its end (Redis 7.0 in a MULTI or a script, where
+ *     expiry runs on the time cached at its start) is a window that is over:
+ *     the hit starts a new one (fw_live);
+ *   - the count is stored as a string object the module makes, while a replica
+ *     (SET) or a reload stores the same decimal as an integer object: the value,
+ *     DUMP and DEBUG DIGEST-VALUE agree, OBJECT ENCODING and MEMORY USAGE may not. */
 #include "core/fixed.h"
 #include "core/decimal.h"
 #include "ratelimit/ratelimit_glue.h"
@@ -66,10 +73,11 @@ static int Fixed_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int
     uint64_t now = mc_now_us() / 1000;
     if (cost == 0) { /* a look: nothing written */
         RedisModule_CloseKey(key);
+        int live = fw_live(exists, end_ms, now);
         RedisModule_ReplyWithArray(ctx, 2);
-        RedisModule_ReplyWithLongLong(ctx, count);
-        return RedisModule_ReplyWithLongLong(ctx, !exists ? 0 : end_ms == FW_NO_END ? -1
-                                                               : (long long)(end_ms - (int64_t)now));
+        RedisModule_ReplyWithLongLong(ctx, live ? count : 0);
+        return RedisModule_ReplyWithLongLong(ctx, !live ? 0 : end_ms == FW_NO_END ? -1
+                                                             : (long long)(end_ms - (int64_t)now));
     }
     int64_t next, end;
     if (fw_hit(exists, count, end_ms, cost, window_ms, now, elastic, &next, &end) != FW_OK) {

@@ -79,6 +79,28 @@ static void test_no_expiry_gets_one(void **state) {
     assert_int_equal(e, NOW + 500);
 }
 
+/* A key still shown after its end (a MULTI or a script on Redis 7.0) is a window that is
+ * over: the hit starts a new one, never an end in the past. */
+static void test_an_ended_window_starts_again(void **state) {
+    (void)state;
+    int64_t c, e;
+    assert_int_equal(fw_hit(1, 9, (int64_t)NOW, 1, 1000, NOW, 0, &c, &e), FW_OK); /* end == now: over */
+    assert_int_equal(c, 1);
+    assert_int_equal(e, NOW + 1000);
+    assert_int_equal(fw_hit(1, 9, (int64_t)NOW - 5, 2, 1000, NOW, 0, &c, &e), FW_OK);
+    assert_int_equal(c, 2);
+    assert_int_equal(e, NOW + 1000);
+    assert_int_equal(fw_hit(1, 9, (int64_t)NOW + 1, 1, 1000, NOW, 0, &c, &e), FW_OK); /* 1 ms left: kept */
+    assert_int_equal(c, 10);
+    assert_int_equal(e, NOW + 1);
+    /* an ended window's count is not added to: no overflow from it either */
+    assert_int_equal(fw_hit(1, INT64_MAX, (int64_t)NOW - 1, 1, 1000, NOW, 0, &c, &e), FW_OK);
+    assert_int_equal(c, 1);
+    assert_true(fw_live(1, FW_NO_END, NOW));
+    assert_false(fw_live(0, FW_NO_END, NOW));
+    assert_false(fw_live(1, (int64_t)NOW, NOW));
+}
+
 static void test_overflow_fills_nothing(void **state) {
     (void)state;
     int64_t c = 3, e = 4;
@@ -99,6 +121,7 @@ int main(void) {
         cmocka_unit_test(test_parse_accepts_what_incrby_reads), cmocka_unit_test(test_parse_refuses_the_rest),
         cmocka_unit_test(test_fixed_window_keeps_its_end),      cmocka_unit_test(test_elastic_moves_the_end),
         cmocka_unit_test(test_no_expiry_gets_one),              cmocka_unit_test(test_overflow_fills_nothing),
+        cmocka_unit_test(test_an_ended_window_starts_again),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
