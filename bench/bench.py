@@ -28,7 +28,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-OUT = os.path.join(HERE, "out")
+# the servers' directories and scratch files: under data/ (never in the tree elsewhere)
+OUT = os.path.join(os.path.dirname(HERE), "data", "bench")
 MODULE = os.environ.get("MODULE", os.path.join(ROOT, "build", "mcaptcha_cache.so"))
 FLOOR_MODULE = os.environ.get("FLOOR_MODULE", os.path.join(ROOT, "build", "bench", "floor.so"))
 SCALE = float(os.environ.get("BENCH_SCALE", "1"))

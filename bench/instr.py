@@ -33,7 +33,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 import bench as B  # noqa: E402  (the RESP templates, the minimal client)
 
-OUT = os.environ.get("INSTR_WORKDIR", os.path.join(HERE, "out", "instr"))
+OUT = os.environ.get("INSTR_WORKDIR", os.path.join(ROOT, "data", "bench", "instr"))
 RESULT = os.environ.get("INSTR_JSON", os.path.join(HERE, "instr.json"))
 MODULE = os.environ.get("MODULE", os.path.join(ROOT, "build", "mcaptcha_cache.so"))
 FLOOR_MODULE = os.environ.get("FLOOR_MODULE", os.path.join(ROOT, "build", "bench", "floor.so"))

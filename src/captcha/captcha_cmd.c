@@ -32,6 +32,7 @@
 #include "server/cluster.h"
 #include "server/internal.h"
 #include "server/keys.h"
+#include "server/replargs.h"
 
 /* INFO `captcha` counters (captcha_info). */
 static struct {
@@ -212,8 +213,8 @@ static int AddVisitor_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv
             n += mc_dec_write(captcha_difficulty(c, count), buf + n);
             buf[n++] = '}';
             RedisModule_ReplyWithStringBuffer(ctx, buf, n);
-            mc_dec at = mc_dec_of((long long)c->visits.last_ms);
-            RedisModule_Replicate(ctx, CMD_VISIT_AT_SHORT, "sb", keyname, MC_DEC_ARG(at));
+            static mc_carg at; /* visits within one millisecond replicate the same time */
+            RedisModule_Replicate(ctx, CMD_VISIT_AT_SHORT, "ss", keyname, mc_carg_of(&at, (long long)c->visits.last_ms));
             captcha_touched(ctx, argv[1], keyname);
             cstats.visits++;
         }

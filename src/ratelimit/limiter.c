@@ -66,16 +66,17 @@ static void expire_with_lag(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModul
 void rl_replicate_hit(RedisModuleCtx *ctx, RedisModuleString *keyname, uint64_t window_ms, uint64_t limit,
                       RedisModuleString *window_arg, RedisModuleString *limit_arg, uint64_t at_ms, uint64_t cost,
                       int width) {
-    mc_dec at = mc_dec_of((long long)at_ms);
+    static mc_carg at; /* hits within one millisecond replicate the same time */
+    RedisModuleString *ats = mc_carg_of(&at, (long long)at_ms);
     mc_iarg c = mc_iarg_of((long long)cost); /* most often 1: shared */
     RedisModule_SignalModifiedKey(ctx, keyname); /* a write signals its key (module.c) */
     if (window_arg && limit_arg) {
-        RedisModule_Replicate(ctx, CMD_WINDOW_HIT_NAME, "sssbss", keyname, window_arg, limit_arg, MC_DEC_ARG(at), c.s,
+        RedisModule_Replicate(ctx, CMD_WINDOW_HIT_NAME, "ssssss", keyname, window_arg, limit_arg, ats, c.s,
                               mc_shared_int(width));
-    } else {
-        mc_dec w = mc_dec_of((long long)window_ms), n = mc_dec_of((long long)limit);
-        RedisModule_Replicate(ctx, CMD_WINDOW_HIT_NAME, "sbbbss", keyname, MC_DEC_ARG(w), MC_DEC_ARG(n), MC_DEC_ARG(at),
-                              c.s, mc_shared_int(width));
+    } else { /* a policy's numbers, a waiter's, MCAPTCHA_CACHE.COUNT's: kept while they repeat */
+        static mc_carg w, n;
+        RedisModule_Replicate(ctx, CMD_WINDOW_HIT_NAME, "ssssss", keyname, mc_carg_of(&w, (long long)window_ms),
+                              mc_carg_of(&n, (long long)limit), ats, c.s, mc_shared_int(width));
     }
     mc_iarg_release(&c);
 }
@@ -92,8 +93,10 @@ void rl_store_gcra(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleString *
     v->tat_us = tat;
     v->params = *p;
     RedisModule_SignalModifiedKey(ctx, keyname); /* a write signals its key (module.c) */
-    mc_dec t = mc_dec_of((long long)tat), e = mc_dec_of((long long)p->emission_us), n = mc_dec_of((long long)p->limit);
-    RedisModule_Replicate(ctx, CMD_GCRA_SET, "sbbb", keyname, MC_DEC_ARG(t), MC_DEC_ARG(e), MC_DEC_ARG(n));
+    static mc_carg emission, limit; /* the same for every request of one configuration */
+    mc_dec t = mc_dec_of((long long)tat);
+    RedisModule_Replicate(ctx, CMD_GCRA_SET, "sbss", keyname, MC_DEC_ARG(t), mc_carg_of(&emission, (long long)p->emission_us),
+                          mc_carg_of(&limit, (long long)p->limit));
     expire_with_lag(ctx, key, keyname, gcra_expire_at_ms(v), lag_ms);
 }
 

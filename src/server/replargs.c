@@ -32,6 +32,17 @@ mc_iarg mc_iarg_of(long long v) {
     return a;
 }
 
+RedisModuleString *mc_carg_of(mc_carg *c, long long v) {
+    if (c->s && c->v == v) return c->s;
+    RedisModuleString *shared = mc_shared_int(v);
+    if (shared) return shared;
+    if (c->s) RedisModule_FreeString(NULL, c->s); /* propagated copies keep their own reference */
+    mc_dec d = mc_dec_of(v);
+    c->s = RedisModule_CreateString(NULL, MC_DEC_ARG(d));
+    c->v = v;
+    return c->s;
+}
+
 void mc_iarg_release(mc_iarg *a) {
     if (a->owned) RedisModule_FreeString(NULL, a->s);
     a->s = NULL;

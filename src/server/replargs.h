@@ -42,4 +42,20 @@ typedef struct mc_iarg {
 mc_iarg mc_iarg_of(long long v);
 void mc_iarg_release(mc_iarg *a);
 
+/* An integer argument that repeats from call to call at one call site (a
+ * limiter's emission interval, capacity or window: the same for every request
+ * of one configuration). The site keeps the string of the last value it
+ * replicated and hands it to RedisModule_Replicate ('s', a reference) while
+ * the value stays the same: no allocation, no formatting; a new value replaces
+ * it (one allocation). Small values are the shared ones. One static per site:
+ *   static mc_carg emission;
+ *   RedisModule_Replicate(ctx, "X", "ss", key, mc_carg_of(&emission, e));
+ * The string is never written to (as for the shared ones). Main thread only. */
+typedef struct mc_carg {
+    long long v;
+    RedisModuleString *s; /* NULL: none kept yet */
+} mc_carg;
+
+RedisModuleString *mc_carg_of(mc_carg *c, long long v);
+
 #endif

@@ -1,9 +1,9 @@
-// The express-rate-limit store in a real Express app on a free port, on both client
+// SPDX-License-Identifier: BSD-3-Clause
+// The express-rate-limit stores in a real Express app on a free port, on both client
 // libraries: the N+1-th request within the window gets 429 with the draft-standard RateLimit
 // headers and a Retry-After that is right (the window admits the client again then, not
 // before); decrement (skipFailedRequests) does not refund a refusal; resetKey and get. The same
 // for FixedWindowStore (RL.FIXED, rate-limit-redis's semantics and counter format).
-// SPDX-License-Identifier: BSD-3-Clause
 'use strict';
 
 const assert = require('node:assert/strict');
