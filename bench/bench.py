@@ -763,7 +763,7 @@ def report(machine, scripts, cases, thr, pairs, hand, mem, scale, duration, floo
       % (N_PAIRS, ROUNDS_PAIRS))
     p("%-40s %8s %9s  %s" % ("pair", "pairs/s", "srv us/pr", "cmd us (commandstats)"))
     for vid in ("challenge", "set_getdel", "lock", "setnx_del", "setnx_lua", "redlock", "semaphore", "read_lock",
-                "floor_lock"):
+                "floor_lock", "floor_semaphore"):
         v = pairs[vid]
         extra = ""
         if "add" in v["phase_cmds_per_s"]:

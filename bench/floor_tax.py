@@ -37,6 +37,10 @@ FLOOR_PAIRS = {
     "floor_lock": ("floor: lock + unlock", [
         ("pair", [["FLOOR.LOCK", "fl:#", B.OWNER, "10000"], ["FLOOR.UNLOCK", "fl:#", B.OWNER]],
          ["floor.lock", "floor.unlock"])]),
+    # the semaphore pair's request shape: PERMITS 5 read and parsed, one holder per key
+    "floor_semaphore": ("floor: lock PERMITS 5 + unlock", [
+        ("pair", [["FLOOR.LOCK", "fs:#", B.OWNER, "10000", "PERMITS", "5"], ["FLOOR.UNLOCK", "fs:#", B.OWNER]],
+         ["floor.lock", "floor.unlock"])]),
     "semaphore": ("LOCK.ACQUIRE PERMITS 5 + LOCK.RELEASE", [
         ("pair", [["LOCK.ACQUIRE", "sm:#", B.OWNER, "10000", "PERMITS", "5"], ["LOCK.RELEASE", "sm:#", B.OWNER]],
          ["lock.acquire", "lock.release"])]),
@@ -53,7 +57,7 @@ FLOOR_PAIRS = {
         ("pair", [["LOCK.ACQUIRE", "rl:#", B.OWNER, "10000", "READ"], ["LOCK.RELEASE", "rl:#", B.OWNER]],
          ["lock.acquire", "lock.release"])]),
 }
-PAIR_FLOOR_OF = [("lock", "floor_lock"), ("semaphore", "floor_lock")]
+PAIR_FLOOR_OF = [("lock", "floor_lock"), ("semaphore", "floor_semaphore")]
 
 
 def preload_floor(srv):
@@ -191,7 +195,7 @@ def report_lines(fr, hist, tax, cell):
     names = {"add_visitor": "MCAPTCHA_CACHE.ADD_VISITOR / floor write", "mc_get": "MCAPTCHA_CACHE.GET / floor read",
              "rl_gcra": "RL.GCRA / floor limit (6 args)", "rl_window": "RL.WINDOW / floor limit (4 args)",
              "cl_throttle": "CL.THROTTLE / floor limit (5 args)", "lock_pair": "lock acquire+release / floor lock pair",
-             "semaphore_pair": "semaphore (PERMITS 5) pair / floor lock pair",
+             "semaphore_pair": "semaphore (PERMITS 5) pair / floor lock pair (PERMITS 5)",
              "read_vs_lock_pair": "read-write lock READ pair / plain lock pair",
              "policy_vs_numbers": "RL.GCRA POLICY name / RL.GCRA with the numbers",
              "multi_vs_two_pairs": "LOCK.*_ALL pair of 2 keys / two plain lock pairs",

@@ -72,6 +72,9 @@ ROWS = [
      [["LOCK.ACQUIRE", "sm:#", OWNER, "10000", "PERMITS", "5"], ["LOCK.RELEASE", "sm:#", OWNER]], []),
     ("floor_lock", "floor: FLOOR.LOCK + FLOOR.UNLOCK (pair)", "ours",
      [["FLOOR.LOCK", "fl:#", OWNER, "10000"], ["FLOOR.UNLOCK", "fl:#", OWNER]], []),
+    # the semaphore pair's request shape (PERMITS 5: two more arguments to read and parse)
+    ("floor_semaphore", "floor: FLOOR.LOCK ... PERMITS 5 + FLOOR.UNLOCK (pair)", "ours",
+     [["FLOOR.LOCK", "fs:#", OWNER, "10000", "PERMITS", "5"], ["FLOOR.UNLOCK", "fs:#", OWNER]], []),
     # the tax: a plain server (1,000 string keys) against one with the module and 1,000 leases held
     ("tax_set_plain", "SET, plain server", "plain", [["SET", "t:#", "v"]], []),
     ("tax_set_loaded", "SET, module + 1,000 leases", "loaded", [["SET", "t:#", "v"]], []),
@@ -88,7 +91,7 @@ ROWS = [
 FLOOR_OF = [("add_visitor", "sj_add_visitor", "floor_write"), ("mc_get", "sj_get", "floor_read"),
             ("rl_gcra", "sj_rl_gcra", "floor_limit6"), ("rl_window", "sj_rl_window", "floor_limit4"),
             ("cl_throttle", "sj_cl_throttle", "floor_limit5"), ("lock", "floor_lock", None),
-            ("semaphore", "floor_lock", None)]
+            ("semaphore", "floor_semaphore", "floor_lock")]
 
 
 class CgServer:

@@ -20,10 +20,13 @@
  *                                      is the floor of (RL.GCRA, CL.THROTTLE, RL.WINDOW); it
  *                                      replicates FLOOR.WRITE_PX key ttl_ms AT <ms used>
  *   FLOOR.READ key                     the count, or 0 (the floor of MCAPTCHA_CACHE.GET)
- *   FLOOR.LOCK key owner ttl_ms        when the key is empty: stores owner and a token
+ *   FLOOR.LOCK key owner ttl_ms [PERMITS n]
+ *                                      when the key is empty: stores owner and a token
  *                                      from a process-wide counter, TTL ttl_ms (the lease
  *                                      ends by key expiry); replicates FLOOR.LOCK_SET key
- *                                      owner token PXAT; reply: the token, or 0 when held
+ *                                      owner token PXAT; reply: the token, or 0 when held.
+ *                                      PERMITS n (parsed, 1 to 1024): the semaphore pair's
+ *                                      request shape (its floor: a key holds one holder)
  *   FLOOR.UNLOCK key owner             deletes the key when owner holds it; reply 1 or 0
  *   FLOOR.LOCK_SET key owner token at_ms   what FLOOR.LOCK replicates
  *
@@ -162,12 +165,19 @@ static int read_cmd(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     return RedisModule_ReplyWithLongLong(ctx, n);
 }
 
-/* FLOOR.LOCK key owner ttl_ms */
+/* FLOOR.LOCK key owner ttl_ms [PERMITS n] */
 static int lock_cmd(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
-    if (argc != 4) return RedisModule_WrongArity(ctx);
-    long long ttl;
+    if (argc != 4 && argc != 6) return RedisModule_WrongArity(ctx);
+    long long ttl, permits = 1;
     if (RedisModule_StringToLongLong(argv[3], &ttl) != REDISMODULE_OK || ttl <= 0)
         return RedisModule_ReplyWithError(ctx, "ERR bad ttl_ms");
+    if (argc == 6) {
+        size_t wl;
+        const char *w = RedisModule_StringPtrLen(argv[4], &wl);
+        if (wl != 7 || strncasecmp(w, "PERMITS", 7) != 0 ||
+            RedisModule_StringToLongLong(argv[5], &permits) != REDISMODULE_OK || permits < 1 || permits > 1024)
+            return RedisModule_ReplyWithError(ctx, "ERR syntax error");
+    }
     long long now = RedisModule_Milliseconds();
     RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE);
     if (RedisModule_KeyType(key) != REDISMODULE_KEYTYPE_EMPTY) {

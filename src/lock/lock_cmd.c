@@ -74,29 +74,31 @@ static int LockAcquire_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **arg
     req.permits = 1;
     int has_permits = 0, has_mode = 0, has_wait = 0;
     for (int i = 4; i < argc; i++) {
-        if (mc_is_word(argv[i], "READ") || mc_is_word(argv[i], "WRITE")) {
-            req.shared = mc_is_word(argv[i], "READ");
+        size_t wl; /* one look at the option word, compared with each name */
+        const char *w = RedisModule_StringPtrLen(argv[i], &wl);
+        if (mc_word_eq(w, wl, "READ") || mc_word_eq(w, wl, "WRITE")) {
+            req.shared = mc_word_eq(w, wl, "READ");
             has_mode = 1;
-        } else if (mc_is_word(argv[i], "REENTRANT")) {
+        } else if (mc_word_eq(w, wl, "REENTRANT")) {
             req.reentrant = 1;
-        } else if (mc_is_word(argv[i], "SESSION")) {
+        } else if (mc_word_eq(w, wl, "SESSION")) {
             session = 1;
-        } else if (mc_is_word(argv[i], "PERMITS")) {
+        } else if (mc_word_eq(w, wl, "PERMITS")) {
             if (i + 1 >= argc) return mc_reply_needs_value(ctx, "PERMITS", "n");
             if (mc_parse_u64(argv[++i], 1, LOCK_MAX_PERMITS, &req.permits)) return mc_reply_range(ctx, "PERMITS", 1, LOCK_MAX_PERMITS);
             has_permits = req.permits > 1;
-        } else if (mc_is_word(argv[i], "TAKE")) {
+        } else if (mc_word_eq(w, wl, "TAKE")) {
             if (i + 1 >= argc) return mc_reply_needs_value(ctx, "TAKE", "k");
             if (mc_parse_u64(argv[++i], 1, LOCK_MAX_PERMITS, &req.weight)) return mc_reply_range(ctx, "TAKE", 1, LOCK_MAX_PERMITS);
-        } else if (mc_is_word(argv[i], "LOCKDELAY")) {
+        } else if (mc_word_eq(w, wl, "LOCKDELAY")) {
             if (i + 1 >= argc) return mc_reply_needs_value(ctx, "LOCKDELAY", "delay-ms");
             if (mc_parse_u64(argv[++i], 0, LOCK_MAX_LEASE_MS, &req.delay_ms))
                 return mc_reply_range(ctx, "LOCKDELAY", 0, LOCK_MAX_LEASE_MS);
-        } else if (mc_is_word(argv[i], "WAIT")) {
+        } else if (mc_word_eq(w, wl, "WAIT")) {
             if (i + 1 >= argc) return mc_reply_needs_value(ctx, "WAIT", "timeout-ms");
             if (mc_parse_u64(argv[++i], 0, 1ULL << 40, &wait_ms)) return mc_reply_range(ctx, "WAIT", 0, 1ULL << 40);
             has_wait = 1;
-        } else if (mc_is_word(argv[i], "ACKS")) {
+        } else if (mc_word_eq(w, wl, "ACKS")) {
             uint64_t n;
             if (i + 2 >= argc) return mc_reply_needs_value(ctx, "ACKS", "numreplicas timeout-ms");
             if (mc_parse_u64(argv[++i], 1, MAX_ACKS, &n)) return mc_reply_range(ctx, "ACKS numreplicas", 1, MAX_ACKS);
