@@ -88,11 +88,10 @@ static RedisModuleString *challenge_key_or_reply(RedisModuleCtx *ctx, RedisModul
  * read-only open found no key) and *empty telling whether the key is empty. */
 static int open_typed_or_reply(RedisModuleCtx *ctx, RedisModuleString *keyname, int mode,
                                RedisModuleType *type, RedisModuleKey **key, int *empty) {
-    if (mc_open_typed(ctx, keyname, mode, type, key) != 0) {
+    if (mc_open_typed_empty(ctx, keyname, mode, type, key, empty) != 0) {
         RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
         return -1;
     }
-    *empty = RedisModule_KeyType(*key) == REDISMODULE_KEYTYPE_EMPTY;
     return 0;
 }
 

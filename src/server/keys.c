@@ -6,8 +6,8 @@
 
 #include "core/decimal.h"
 
-int mc_open_typed(RedisModuleCtx *ctx, RedisModuleString *keyname, int mode, RedisModuleType *type,
-                  RedisModuleKey **key) {
+int mc_open_typed_empty(RedisModuleCtx *ctx, RedisModuleString *keyname, int mode, RedisModuleType *type,
+                        RedisModuleKey **key, int *empty) {
     *key = RedisModule_OpenKey(ctx, keyname, mode);
     int kt = RedisModule_KeyType(*key);
     if (kt != REDISMODULE_KEYTYPE_EMPTY &&
@@ -16,7 +16,14 @@ int mc_open_typed(RedisModuleCtx *ctx, RedisModuleString *keyname, int mode, Red
         *key = NULL;
         return -1;
     }
+    *empty = kt == REDISMODULE_KEYTYPE_EMPTY;
     return 0;
+}
+
+int mc_open_typed(RedisModuleCtx *ctx, RedisModuleString *keyname, int mode, RedisModuleType *type,
+                  RedisModuleKey **key) {
+    int empty;
+    return mc_open_typed_empty(ctx, keyname, mode, type, key, &empty);
 }
 
 /* "<db>:" into out (at least 12 bytes); returns its length. No printf: this is

@@ -15,6 +15,11 @@
 int mc_open_typed(RedisModuleCtx *ctx, RedisModuleString *keyname, int mode, RedisModuleType *type,
                   RedisModuleKey **key);
 
+/* mc_open_typed, also setting *empty (on 0): 1 when the key holds nothing, so that
+ * the caller need not ask the key's type again. */
+int mc_open_typed_empty(RedisModuleCtx *ctx, RedisModuleString *keyname, int mode, RedisModuleType *type,
+                        RedisModuleKey **key, int *empty);
+
 /* "<db>:<key>", binary-safe: the id of a key in the module's own dicts. */
 RedisModuleString *mc_db_key_id(int db, RedisModuleString *key);
 
