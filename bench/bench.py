@@ -384,6 +384,7 @@ def main_cases(shas, now_ms):
          ["RL.GCRA", "gcra:" + k, 1000, 3600000, "BURST", 1000000], "rl.gcra"),
         ("rl_window", "RL.WINDOW", "native",
          ["RL.WINDOW", "wnd:" + k, 1000000, 3600000], "rl.window"),
+        ("rl_fixed", "RL.FIXED", "native", ["RL.FIXED", "fix:" + k, 3600000], "rl.fixed"),
         ("lua_redis_rate", "Lua GCRA (go-redis/redis_rate)", "lua",
          ["EVALSHA", shas["redis_rate"], 1, "rr:" + k, 1000000, 1000, 3600, 1], "evalsha"),
         ("lua_redis_gcra", "Lua GCRA (redis-gcra, npm)", "lua",
@@ -755,7 +756,8 @@ def report(machine, scripts, cases, thr, pairs, hand, mem, scale, duration, floo
     p("Native vs Lua, pipelined (throughput ratio; server-CPU basis):")
     labels = {c[0]: c[1] for c in cases}
     for a, b in (("cl_throttle", "lua_redis_rate"), ("rl_gcra", "lua_redis_rate"), ("cl_throttle", "lua_redis_gcra"),
-                 ("rl_gcra", "lua_redis_gcra"), ("rl_window", "lua_fixed_window"), ("rl_window", "lua_trafficjam")):
+                 ("rl_gcra", "lua_redis_gcra"), ("rl_window", "lua_fixed_window"), ("rl_window", "lua_trafficjam"),
+                 ("rl_fixed", "lua_fixed_window")):
         p("  %-12s vs %-42s %5.2fx ; %5.2fx" % (labels[a], labels[b], paired_ratio(pl[a]["samples"], pl[b]["samples"]),
                                                 cpu_ratio(pl[a]["samples"], pl[b]["samples"])))
     p("")

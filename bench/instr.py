@@ -64,6 +64,7 @@ ROWS = [
     ("sj_rl_window", "floor, same job: RL.WINDOW", "ours", [["FL.WINDOW", "fwnd:#", 1000000, 3600000]], []),
     ("floor_limit4", "floor (minimal): FLOOR.LIMIT, 4 args", "ours", [["FLOOR.LIMIT", "fp4:#", 3600000, "x"]], []),
     ("cl_throttle", "CL.THROTTLE", "ours", [["CL.THROTTLE", "thr:#", 999999, 1000, 3600]], []),
+    ("rl_fixed", "RL.FIXED (information; INCR + PEXPIRE's job)", "ours", [["RL.FIXED", "fix:#", 3600000]], []),
     ("sj_cl_throttle", "floor, same job: CL.THROTTLE", "ours", [["FL.THROTTLE", "fthr:#", 999999, 1000, 3600]], []),
     ("floor_limit5", "floor (minimal): FLOOR.LIMIT, 5 args", "ours", [["FLOOR.LIMIT", "fp5:#", 3600000, "x", "x"]], []),
     ("lock", "LOCK.ACQUIRE + LOCK.RELEASE (pair)", "ours",
